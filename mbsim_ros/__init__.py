@@ -1,0 +1,32 @@
+"""mbsim_ros: load a robot or biomechanics model, simulate it in real time, publish it to ROS 2.
+
+    import mbsim_ros as mb
+    model = mb.load_model("robot.urdf")
+    sim = mb.Simulation(model, dt=0.001)
+    sim.step(1000)
+"""
+from .model import (Frame, Joint, Link, LoopConstraint, Model, ModelError, Sensor, Shape,
+                    SimulationError)
+from .formats import load_model, to_urdf
+
+# The dynamics layer imports numba (about half a second); loaders and the CLI's help do not
+# need it, so its names are imported on first use.
+_DYNAMICS = ("Simulation", "center_of_mass", "forward_dynamics", "frame_jacobian",
+             "inverse_dynamics", "link_transforms", "link_velocities", "mass_matrix")
+
+
+def __getattr__(name):
+    if name in _DYNAMICS:
+        from . import dynamics
+        return getattr(dynamics, name)
+    raise AttributeError(f"module 'mbsim_ros' has no attribute {name!r}")
+
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Frame", "Joint", "Link", "LoopConstraint", "Model", "ModelError", "Sensor", "Shape",
+    "SimulationError", "load_model", "to_urdf", "Simulation", "center_of_mass",
+    "forward_dynamics", "frame_jacobian", "inverse_dynamics", "link_transforms",
+    "link_velocities", "mass_matrix",
+]

@@ -1,0 +1,397 @@
+"""The format-independent Model: what every loader produces and every solver consumes.
+
+The Model is plain data (dataclasses over numpy arrays). It holds no algorithm beyond
+bookkeeping: tree order, coordinate indices, name lookup and the initial state.
+
+Frames: each joint has a fixed `origin` (4x4) from its parent link's frame to the joint
+frame; the joint's motion J(q) follows, and the result is the child link's frame:
+    T_child = T_parent @ origin @ J(q)
+Link inertias, shapes, frames and sensor mounts are all expressed in their link's frame.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+
+from .errors import ModelError
+
+# name -> (nq, nv). Multi-DOF joints other than ball and free use one coordinate per DOF
+# with v = dq/dt, as DART does.
+JOINT_TYPES = {
+    "fixed": (0, 0),          # weld
+    "revolute": (1, 1),       # rotation about `axis`
+    "prismatic": (1, 1),      # translation along `axis`
+    "screw": (1, 1),          # rotation q about `axis` with translation q * pitch / (2 pi) along it
+    "universal": (2, 2),      # R(axis, q0) R(axis2, q1)
+    "ball": (4, 3),           # quaternion (x, y, z, w); v = angular velocity in the child frame
+    "euler": (3, 3),          # R(a0, q0) R(a1, q1) R(a2, q2), axes from `euler_order` ("xyz", "zyx", ...)
+    "planar": (3, 3),         # translation q0 along plane_x, q1 along plane_y, then rotation q2 about their normal
+    "translational": (3, 3),  # translation (q0, q1, q2) along the joint frame's x, y, z
+    "free": (7, 6),           # position + quaternion (x, y, z, w); v = (linear, angular) in the child frame
+}
+
+SHAPE_KINDS = ("box", "sphere", "cylinder", "capsule", "cone", "plane", "mesh")
+
+
+def _vec(x, n, what):
+    a = np.asarray(x, dtype=float).reshape(-1)
+    if a.shape != (n,):
+        raise ModelError(f"{what}: expected {n} numbers, got {a.size}")
+    return a
+
+
+@dataclass
+class Shape:
+    """A visual or collision shape in its link's frame.
+
+    Sizes: box `size` (x, y, z full lengths); sphere `radius`; cylinder, capsule and cone
+    `radius` and `length` along the shape frame's z axis (cone apex at +length/2);
+    plane: the shape frame's xy plane, normal +z; mesh: `vertices` (n, 3) and `faces` (m, 3)
+    already scaled, or `mesh_path` with `scale` when the file could not be read.
+    """
+    kind: str
+    pose: np.ndarray = field(default_factory=lambda: np.eye(4))
+    size: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    radius: float = 0.0
+    length: float = 0.0
+    color: np.ndarray = field(default_factory=lambda: np.array([0.7, 0.7, 0.7, 1.0]))
+    vertices: Optional[np.ndarray] = None
+    faces: Optional[np.ndarray] = None
+    mesh_path: Optional[str] = None
+    scale: np.ndarray = field(default_factory=lambda: np.ones(3))
+    name: str = ""
+
+    def __post_init__(self):
+        if self.kind not in SHAPE_KINDS:
+            raise ModelError(f"shape kind {self.kind!r}: expected one of {', '.join(SHAPE_KINDS)}")
+        self.pose = np.asarray(self.pose, dtype=float)
+        self.size = np.asarray(self.size, dtype=float)
+        self.color = np.asarray(self.color, dtype=float)
+        self.scale = np.asarray(self.scale, dtype=float)
+
+
+@dataclass
+class Link:
+    """A rigid body: mass, center of mass and inertia about the center of mass, in the link frame."""
+    name: str
+    mass: float = 0.0
+    com: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    inertia: np.ndarray = field(default_factory=lambda: np.zeros((3, 3)))
+    visuals: list = field(default_factory=list)
+    collisions: list = field(default_factory=list)
+
+    def __post_init__(self):
+        self.com = _vec(self.com, 3, f"link {self.name!r} com")
+        self.inertia = np.asarray(self.inertia, dtype=float).reshape(3, 3)
+        self.mass = float(self.mass)
+        if not np.isfinite(self.mass) or self.mass < 0:
+            raise ModelError(f"link {self.name!r}: mass must be a finite number >= 0, got {self.mass}")
+        if not np.all(np.isfinite(self.inertia)) or not np.allclose(self.inertia, self.inertia.T, atol=1e-12 + 1e-9 * np.abs(self.inertia).max()):
+            raise ModelError(f"link {self.name!r}: inertia must be a finite symmetric 3x3 matrix")
+
+
+@dataclass
+class Joint:
+    """A joint connecting `parent` (a link name, or None for the world) to `child`.
+
+    Per-DOF arrays (lower, upper, velocity_limit, effort_limit, damping, stiffness,
+    rest_position, friction, rotor_inertia, gear_ratio) have length nv; missing limits are
+    +-inf. `q0`/`v0` are the initial position and velocity (length nq and nv).
+    """
+    name: str
+    type: str
+    parent: Optional[str]
+    child: str
+    origin: np.ndarray = field(default_factory=lambda: np.eye(4))
+    axis: np.ndarray = field(default_factory=lambda: np.array([0.0, 0.0, 1.0]))
+    axis2: np.ndarray = field(default_factory=lambda: np.array([0.0, 1.0, 0.0]))
+    pitch: float = 0.0            # screw: metres per revolution (DART's ScrewJoint pitch)
+    euler_order: str = "xyz"      # euler: the three rotation axes, applied left to right
+    lower: Optional[np.ndarray] = None
+    upper: Optional[np.ndarray] = None
+    velocity_limit: Optional[np.ndarray] = None
+    effort_limit: Optional[np.ndarray] = None
+    damping: Optional[np.ndarray] = None
+    stiffness: Optional[np.ndarray] = None
+    rest_position: Optional[np.ndarray] = None
+    friction: Optional[np.ndarray] = None       # Coulomb friction torque/force magnitude
+    rotor_inertia: Optional[np.ndarray] = None
+    gear_ratio: Optional[np.ndarray] = None
+    q0: Optional[np.ndarray] = None
+    v0: Optional[np.ndarray] = None
+    # filled by Model.finalize()
+    q_index: int = -1
+    v_index: int = -1
+
+    def __post_init__(self):
+        if self.type not in JOINT_TYPES:
+            raise ModelError(f"joint {self.name!r}: type {self.type!r} is not one of {', '.join(JOINT_TYPES)}")
+        self.origin = np.asarray(self.origin, dtype=float).reshape(4, 4)
+        self.axis = _unit(self.axis, f"joint {self.name!r} axis")
+        if self.type == "universal":
+            self.axis2 = _unit(self.axis2, f"joint {self.name!r} axis2")
+        if self.type == "euler" and (len(self.euler_order) != 3 or set(self.euler_order) - set("xyz")):
+            raise ModelError(f"joint {self.name!r}: euler_order {self.euler_order!r}: expected three of x, y, z")
+        nq, nv = self.nq, self.nv
+
+        def per_dof(value, default):
+            if value is None:
+                return np.full(nv, default, dtype=float)
+            a = np.asarray(value, dtype=float).reshape(-1)
+            if a.size == 1 and nv > 1:
+                a = np.full(nv, float(a[0]))
+            if a.size != nv:
+                raise ModelError(f"joint {self.name!r}: expected {nv} values per DOF, got {a.size}")
+            return a
+
+        self.lower = per_dof(self.lower, -np.inf)
+        self.upper = per_dof(self.upper, np.inf)
+        self.velocity_limit = per_dof(self.velocity_limit, np.inf)
+        self.effort_limit = per_dof(self.effort_limit, np.inf)
+        self.damping = per_dof(self.damping, 0.0)
+        self.stiffness = per_dof(self.stiffness, 0.0)
+        self.rest_position = per_dof(self.rest_position, 0.0)
+        self.friction = per_dof(self.friction, 0.0)
+        self.rotor_inertia = per_dof(self.rotor_inertia, 0.0)
+        self.gear_ratio = per_dof(self.gear_ratio, 1.0)
+        self.q0 = neutral_q(self.type) if self.q0 is None else _vec(self.q0, nq, f"joint {self.name!r} q0")
+        if self.type in ("ball", "free"):
+            quat = self.q0[-4:]
+            norm = np.linalg.norm(quat)
+            if not np.isfinite(norm) or norm < 1e-9:
+                raise ModelError(f"joint {self.name!r}: initial quaternion {quat} is not a rotation")
+            self.q0[-4:] = quat / norm
+        self.v0 = np.zeros(nv) if self.v0 is None else _vec(self.v0, nv, f"joint {self.name!r} v0")
+
+    @property
+    def nq(self) -> int:
+        return JOINT_TYPES[self.type][0]
+
+    @property
+    def nv(self) -> int:
+        return JOINT_TYPES[self.type][1]
+
+    @property
+    def armature(self) -> np.ndarray:
+        """Reflected rotor inertia per DOF: gear_ratio^2 * rotor_inertia."""
+        return self.gear_ratio ** 2 * self.rotor_inertia
+
+
+def _unit(x, what):
+    a = _vec(x, 3, what)
+    n = np.linalg.norm(a)
+    if not np.isfinite(n) or n < 1e-12:
+        raise ModelError(f"{what}: a zero or invalid axis {a.tolist()}")
+    return a / n
+
+
+def neutral_q(joint_type: str) -> np.ndarray:
+    """Zero configuration: identity quaternions for ball and free joints, zeros elsewhere."""
+    nq = JOINT_TYPES[joint_type][0]
+    q = np.zeros(nq)
+    if joint_type in ("ball", "free"):
+        q[-1] = 1.0
+    return q
+
+
+@dataclass
+class Frame:
+    """A named frame fixed to a link (a sensor mount, a tool point, a merged fixed link)."""
+    name: str
+    link: str
+    pose: np.ndarray = field(default_factory=lambda: np.eye(4))
+
+
+@dataclass
+class Sensor:
+    """A sensor mounted on `link` at `pose` (link frame). `params` holds the format's fields."""
+    name: str
+    type: str                 # accelerometer | gyro | force | range | camera
+    link: str
+    pose: np.ndarray = field(default_factory=lambda: np.eye(4))
+    sensor_id: int = -1
+    params: dict = field(default_factory=dict)
+
+
+@dataclass
+class LoopConstraint:
+    """A closure between two links: points pos1 (in link1) and pos2 (in link2), axis in link1.
+
+    type: ball | weld | hinge | piston | xy | z | xyz | distance | point_line | point_plane |
+    revolute_spherical | revolute_translational. Solved by the constraint solver.
+    """
+    name: str
+    type: str
+    link1: str
+    link2: str
+    pos1: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    pos2: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    axis: np.ndarray = field(default_factory=lambda: np.array([0.0, 0.0, 1.0]))
+    params: dict = field(default_factory=dict)
+
+
+class Model:
+    """A multibody model: links connected by joints into a tree, plus frames, sensors and loops.
+
+    Build it with add_link/add_joint (any order), then call finalize(): it checks the tree,
+    orders joints depth-first from the world and assigns q_index/v_index.
+    """
+
+    def __init__(self, name: str = "model", gravity=(0.0, 0.0, -9.80665)):
+        self.name = name
+        self.gravity = np.asarray(gravity, dtype=float)
+        self.links: list[Link] = []
+        self.joints: list[Joint] = []
+        self.frames: list[Frame] = []
+        self.sensors: list[Sensor] = []
+        self.constraints: list[LoopConstraint] = []
+        self.source: Optional[str] = None     # the file it was loaded from
+        self.warnings: list[str] = []
+        self._finalized = False
+
+    # -- building -------------------------------------------------------------------
+    def add_link(self, link: Link) -> Link:
+        self.links.append(link)
+        self._finalized = False
+        return link
+
+    def add_joint(self, joint: Joint) -> Joint:
+        self.joints.append(joint)
+        self._finalized = False
+        return joint
+
+    def finalize(self) -> "Model":
+        where = f" in {self.source}" if self.source else ""
+        names = [l.name for l in self.links]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ModelError(f"duplicate link names{where}: {sorted(dup)}")
+        jnames = [j.name for j in self.joints]
+        dup = {n for n in jnames if jnames.count(n) > 1}
+        if dup:
+            raise ModelError(f"duplicate joint names{where}: {sorted(dup)}")
+        link_set = set(names)
+        child_of = {}
+        for j in self.joints:
+            if j.child not in link_set:
+                raise ModelError(f"joint {j.name!r}{where}: child link {j.child!r} does not exist")
+            if j.parent is not None and j.parent not in link_set:
+                raise ModelError(f"joint {j.name!r}{where}: parent link {j.parent!r} does not exist")
+            if j.child in child_of:
+                raise ModelError(f"link {j.child!r}{where} is the child of two joints: "
+                                 f"{child_of[j.child].name!r} and {j.name!r}")
+            child_of[j.child] = j
+        roots = [l.name for l in self.links if l.name not in child_of]
+        if roots:
+            raise ModelError(f"links with no joint to a parent{where}: {roots} "
+                             "(every link needs a joint; use a 'fixed' joint to the world)")
+        children = {}
+        for j in self.joints:
+            children.setdefault(j.parent, []).append(j)
+        order, stack = [], list(reversed(children.get(None, [])))
+        while stack:
+            j = stack.pop()
+            order.append(j)
+            stack.extend(reversed(children.get(j.child, [])))
+        if len(order) != len(self.joints):
+            cyc = sorted(set(jnames) - {j.name for j in order})
+            raise ModelError(f"joints not connected to the world (a cycle){where}: {cyc}")
+        iq = iv = 0
+        for j in order:
+            j.q_index, j.v_index = iq, iv
+            iq += j.nq
+            iv += j.nv
+        self.joints = order
+        link_by = {l.name: l for l in self.links}
+        self.links = [link_by[j.child] for j in order]
+        self._link_index = {l.name: i for i, l in enumerate(self.links)}
+        self._joint_index = {j.name: i for i, j in enumerate(self.joints)}
+        for f in self.frames:
+            if f.link not in link_set:
+                raise ModelError(f"frame {f.name!r}{where}: link {f.link!r} does not exist")
+        for s in self.sensors:
+            if s.link not in link_set:
+                raise ModelError(f"sensor {s.name!r}{where}: link {s.link!r} does not exist")
+        for c in self.constraints:
+            for ln in (c.link1, c.link2):
+                if ln is not None and ln not in link_set:
+                    raise ModelError(f"constraint {c.name!r}{where}: link {ln!r} does not exist")
+        self._finalized = True
+        return self
+
+    def _check(self):
+        if not self._finalized:
+            self.finalize()
+
+    # -- lookup ---------------------------------------------------------------------
+    @property
+    def nq(self) -> int:
+        self._check()
+        return sum(j.nq for j in self.joints)
+
+    @property
+    def nv(self) -> int:
+        self._check()
+        return sum(j.nv for j in self.joints)
+
+    @property
+    def dof_names(self) -> list[str]:
+        """One name per velocity DOF: the joint's name for one-DOF joints, else name_k."""
+        self._check()
+        names = []
+        for j in self.joints:
+            if j.nv == 1:
+                names.append(j.name)
+            else:
+                names.extend(f"{j.name}_{k}" for k in range(j.nv))
+        return names
+
+    def link(self, name: str) -> Link:
+        self._check()
+        try:
+            return self.links[self._link_index[name]]
+        except KeyError:
+            raise KeyError(f"model {self.name!r} has no link {name!r}") from None
+
+    def joint(self, name: str) -> Joint:
+        self._check()
+        try:
+            return self.joints[self._joint_index[name]]
+        except KeyError:
+            raise KeyError(f"model {self.name!r} has no joint {name!r}") from None
+
+    def link_index(self, name: str) -> int:
+        self._check()
+        return self._link_index[name]
+
+    def parent_joint(self, link_name: str) -> Joint:
+        """The joint whose child is `link_name` (the link and its joint share an index)."""
+        return self.joints[self.link_index(link_name)]
+
+    @property
+    def root_links(self) -> list[str]:
+        self._check()
+        return [j.child for j in self.joints if j.parent is None]
+
+    @property
+    def total_mass(self) -> float:
+        return float(sum(l.mass for l in self.links))
+
+    def initial_q(self) -> np.ndarray:
+        self._check()
+        return np.concatenate([j.q0 for j in self.joints]) if self.joints else np.zeros(0)
+
+    def initial_v(self) -> np.ndarray:
+        self._check()
+        return np.concatenate([j.v0 for j in self.joints]) if self.joints else np.zeros(0)
+
+    def neutral_q(self) -> np.ndarray:
+        self._check()
+        return np.concatenate([neutral_q(j.type) for j in self.joints]) if self.joints else np.zeros(0)
+
+    def __repr__(self):
+        return (f"Model({self.name!r}: {len(self.links)} links, {len(self.joints)} joints, "
+                f"nq={self.nq}, nv={self.nv}, {len(self.sensors)} sensors, "
+                f"{len(self.constraints)} loop constraints)")

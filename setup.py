@@ -1,0 +1,55 @@
+"""ament_python package that also installs with plain pip (`pip install -e .[test]`)."""
+import os
+from glob import glob
+
+from setuptools import find_packages, setup
+
+package_name = "mbsim_ros"
+
+
+def share(pattern):
+    return [f for f in glob(pattern, recursive=True) if os.path.isfile(f)]
+
+
+setup(
+    name=package_name,
+    version="0.1.0",
+    packages=find_packages(exclude=["test", "test.*", "bench"]),
+    package_data={package_name: ["data/*", "data/**/*"]},
+    include_package_data=True,
+    data_files=[
+        ("share/ament_index/resource_index/packages", ["resource/" + package_name]),
+        ("share/" + package_name, ["package.xml"]),
+        ("share/" + package_name + "/launch", share("launch/*")),
+        ("share/" + package_name + "/config", share("config/*")),
+        ("share/" + package_name + "/models", share("mbsim_ros/data/models/*")),
+    ],
+    # Floors: what Ubuntu 22.04 (ROS 2 Humble, Python 3.10) ships as Debian packages; Jazzy's
+    # Ubuntu 24.04 (Python 3.12) ships newer ones.
+    python_requires=">=3.10",
+    install_requires=[
+        "numpy>=1.21.5",
+        "scipy>=1.8",
+        "numba>=0.55",
+        "lxml>=4.8",
+        "PyYAML>=5.4",
+        "tqdm>=4.57",
+        "pyserial>=3.5",
+    ],
+    extras_require={
+        # ground truth and peers for tests and bench/, never needed at run time
+        "test": ["pytest>=7", "pin>=3.0", "mujoco>=3.0"],
+        "bench": ["pin>=3.0", "mujoco>=3.0", "dartpy>=6.13"],
+    },
+    zip_safe=True,
+    maintainer="mbsim_ros developers",
+    maintainer_email="dev@mbsim-ros.local",
+    description="Real-time multibody simulation for ROS 2 with simulated and real sensors",
+    license="MIT",
+    tests_require=["pytest"],
+    entry_points={
+        "console_scripts": [
+            "mbsim = mbsim_ros.cli:main",
+        ],
+    },
+)
