@@ -27,7 +27,7 @@ JOINT_TYPES = {
     "universal": (2, 2),      # R(axis, q0) R(axis2, q1)
     "ball": (4, 3),           # quaternion (x, y, z, w); v = angular velocity in the child frame
     "euler": (3, 3),          # R(a0, q0) R(a1, q1) R(a2, q2), axes from `euler_order` ("xyz", "zyx", ...)
-    "planar": (3, 3),         # translation q0 along plane_x, q1 along plane_y, then rotation q2 about their normal
+    "planar": (3, 3),         # translation q0, q1 along Joint.plane_axes(), then rotation q2 about `axis` (the normal)
     "translational": (3, 3),  # translation (q0, q1, q2) along the joint frame's x, y, z
     "free": (7, 6),           # position + quaternion (x, y, z, w); v = (linear, angular) in the child frame
 }
@@ -173,6 +173,16 @@ class Joint:
     def nv(self) -> int:
         return JOINT_TYPES[self.type][1]
 
+    def plane_axes(self):
+        """A planar joint's in-plane translation axes (x_p, y_p), with x_p cross y_p = axis.
+
+        x_p is the joint frame's x projected into the plane (y when the normal is near x), so the
+        default normal z gives the xy plane, normal x the yz plane."""
+        e = np.array([1.0, 0.0, 0.0]) if abs(self.axis[0]) < 0.9 else np.array([0.0, 1.0, 0.0])
+        x_p = e - e.dot(self.axis) * self.axis
+        x_p /= np.linalg.norm(x_p)
+        return x_p, np.cross(self.axis, x_p)
+
     @property
     def armature(self) -> np.ndarray:
         """Reflected rotor inertia per DOF: gear_ratio^2 * rotor_inertia."""
@@ -236,7 +246,8 @@ class Model:
     """A multibody model: links connected by joints into a tree, plus frames, sensors and loops.
 
     Build it with add_link/add_joint (any order), then call finalize(): it checks the tree,
-    orders joints depth-first from the world and assigns q_index/v_index.
+    orders joints depth-first from the world and assigns q_index/v_index. After editing a
+    finalized model's numbers in place, call finalize() again so cached compiled forms rebuild.
     """
 
     def __init__(self, name: str = "model", gravity=(0.0, 0.0, -9.80665)):
@@ -250,16 +261,19 @@ class Model:
         self.source: Optional[str] = None     # the file it was loaded from
         self.warnings: list[str] = []
         self._finalized = False
+        self.revision = 0                     # bumped by every structural change and finalize()
 
     # -- building -------------------------------------------------------------------
     def add_link(self, link: Link) -> Link:
         self.links.append(link)
         self._finalized = False
+        self.revision += 1
         return link
 
     def add_joint(self, joint: Joint) -> Joint:
         self.joints.append(joint)
         self._finalized = False
+        self.revision += 1
         return joint
 
     def finalize(self) -> "Model":
@@ -319,6 +333,7 @@ class Model:
                 if ln is not None and ln not in link_set:
                     raise ModelError(f"constraint {c.name!r}{where}: link {ln!r} does not exist")
         self._finalized = True
+        self.revision += 1
         return self
 
     def _check(self):
