@@ -1,0 +1,62 @@
+"""Helpers shared by the benchmarks in bench/: timing, quiet loading, the result table.
+
+Benchmarks are scripts (`python bench/<name>.py`), so they import this module as `common`.
+"""
+import contextlib
+import os
+import sys
+import time
+
+
+def time_per_call(fn, *args, batches=7, batch_seconds=0.02, warmup=3, setup=None):
+    """Best (smallest) per-call time in seconds of fn(*args), over `batches` timed batches.
+
+    After `warmup` untimed calls (numba compiles on the first one), the number of calls per
+    batch doubles until one batch takes at least `batch_seconds`; then `batches` batches of
+    that many calls are timed with time.perf_counter and the best batch wins. Loop and call
+    overhead from Python is included, the same for every engine. `setup()`, if given, runs
+    untimed before each timed batch (e.g. to reset a simulation to the bench state).
+    """
+    for _ in range(warmup):
+        fn(*args)
+    n = 1
+    while True:
+        t = time.perf_counter()
+        for _ in range(n):
+            fn(*args)
+        if time.perf_counter() - t >= batch_seconds:
+            break
+        n *= 2
+    best = float("inf")
+    for _ in range(batches):
+        if setup is not None:
+            setup()
+        t = time.perf_counter()
+        for _ in range(n):
+            fn(*args)
+        best = min(best, (time.perf_counter() - t) / n)
+    return best
+
+
+@contextlib.contextmanager
+def quiet_stderr():
+    """Silence the C/C++ stderr (file descriptor 2) of a noisy loader, e.g. urdfdom warnings."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def print_table(header, rows):
+    """Print rows (lists of strings) under header as a plain aligned text table."""
+    widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
+    line = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip()
+    print(line(header))
+    print(line(["-" * w for w in widths]))
+    for r in rows:
+        print(line(r))
