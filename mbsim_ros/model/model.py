@@ -132,8 +132,11 @@ class Joint:
         self.axis = _unit(self.axis, f"joint {self.name!r} axis")
         if self.type == "universal":
             self.axis2 = _unit(self.axis2, f"joint {self.name!r} axis2")
-        if self.type == "euler" and (len(self.euler_order) != 3 or set(self.euler_order) - set("xyz")):
-            raise ModelError(f"joint {self.name!r}: euler_order {self.euler_order!r}: expected three of x, y, z")
+        self.type = str(self.type)
+        order = self.euler_order
+        if self.type == "euler" and (len(order) != 3 or set(order) - set("xyz") or order[0] == order[1] or order[1] == order[2]):
+            raise ModelError(f"joint {self.name!r}: euler_order {order!r}: expected three of x, y, z "
+                             "with no axis twice in a row (e.g. 'xyz', 'zyx', 'zxz')")
         nq, nv = self.nq, self.nv
 
         def per_dof(value, default):

@@ -1,0 +1,125 @@
+"""The functional dynamics API: mb.forward_dynamics(model, q, v, tau) and friends.
+
+Each call uses the model's compiled form, cached per Model and rebuilt when the model's
+revision changes (model.finalize() after editing numbers in place)."""
+import weakref
+
+import numpy as np
+
+from . import kernels
+from .compiled import compile_models
+
+_cache = weakref.WeakKeyDictionary()
+
+
+def compiled_for(model):
+    """(Compiled, Data) for one model, from the cache when the model has not changed."""
+    if not model._finalized:
+        model.finalize()
+    entry = _cache.get(model)
+    if entry is None or entry[0] != model.revision:
+        c = compile_models(model)
+        entry = (model.revision, c, c.new_data())
+        _cache[model] = entry
+    c = entry[1]
+    c.tree.gravity[:] = model.gravity      # gravity is a user setting, read at every call
+    return c, entry[2]
+
+
+def as_vector(x, n, what):
+    """x as a contiguous float64 vector of length n, or a ValueError saying what was wrong."""
+    a = np.ascontiguousarray(x, dtype=np.float64)
+    if a.shape != (n,):
+        raise ValueError(f"{what}: expected a vector of length {n}, got shape {a.shape}")
+    return a
+
+
+def forward_dynamics(model, q, v, tau):
+    """qdd from the articulated-body algorithm; tau is the whole generalized force (no
+    joint springs, dampers or friction are added)."""
+    c, d = compiled_for(model)
+    out = np.empty(c.nv)
+    kernels.forward_dynamics_kernel(c.tree, d, as_vector(q, c.nq, "q"), as_vector(v, c.nv, "v"),
+                                    as_vector(tau, c.nv, "tau"), out)
+    return out
+
+
+def inverse_dynamics(model, q, v, qdd):
+    """tau = M(q) qdd + C(q, v) v + g(q) by the recursive Newton-Euler algorithm."""
+    c, d = compiled_for(model)
+    out = np.empty(c.nv)
+    kernels.inverse_dynamics_kernel(c.tree, d, as_vector(q, c.nq, "q"), as_vector(v, c.nv, "v"),
+                                    as_vector(qdd, c.nv, "qdd"), out)
+    return out
+
+
+def mass_matrix(model, q):
+    """The joint-space mass matrix M(q) by the composite-rigid-body algorithm (armature
+    gear_ratio^2 * rotor_inertia on the diagonal)."""
+    c, d = compiled_for(model)
+    out = np.zeros((c.nv, c.nv))
+    kernels.mass_matrix_kernel(c.tree, d, as_vector(q, c.nq, "q"), out)
+    return out
+
+
+def _link_poses(model, q):
+    c, d = compiled_for(model)
+    kernels.link_poses_kernel(c.tree, d, as_vector(q, c.nq, "q"))
+    return c, d
+
+
+def link_transforms(model, q):
+    """{link name: 4x4 world transform} at configuration q."""
+    c, d = _link_poses(model, q)
+    out = {}
+    for k, name in enumerate(c.link_names):
+        T = np.eye(4)
+        T[:3, :3] = d.link_R[k]
+        T[:3, 3] = d.link_p[k]
+        out[name] = T
+    return out
+
+
+def link_velocities(model, q, v):
+    """{link name: 6-vector}: the world-frame linear velocity of the link origin, then the
+    link's angular velocity in the world frame."""
+    c, d = compiled_for(model)
+    q, v = as_vector(q, c.nq, "q"), as_vector(v, c.nv, "v")
+    kernels.velocity_kinematics(c.tree, d, q, v)
+    kernels.link_poses(c.tree, d)
+    out = {}
+    for k, name in enumerate(c.link_names):
+        b = c.tree.link_body[k]
+        if b < 0:
+            out[name] = np.zeros(6)
+            continue
+        R = d.Rw[b]
+        w = R @ d.vel[b, 3:]
+        lin = R @ d.vel[b, :3] + np.cross(w, d.link_p[k] - d.pw[b])
+        out[name] = np.concatenate([lin, w])
+    return out
+
+
+def frame_jacobian(model, q, link, point=(0.0, 0.0, 0.0)):
+    """6 x nv Jacobian of a point fixed to `link` (coordinates in the link frame): rows 0-2 map
+    v to the point's world-frame linear velocity, rows 3-5 to the link's world angular velocity."""
+    c, d = _link_poses(model, q)
+    try:
+        k = c.link_names.index(link)
+    except ValueError:
+        raise KeyError(f"model {model.name!r} has no link {link!r}") from None
+    J = np.zeros((6, c.nv))
+    kernels.point_jacobian(c.tree, d, k, as_vector(point, 3, "point"), J)
+    return J
+
+
+def center_of_mass(model, q):
+    """World position of the model's center of mass."""
+    T = link_transforms(model, q)
+    total = model.total_mass
+    if total <= 0:
+        raise ValueError(f"model {model.name!r} has no mass")
+    acc = np.zeros(3)
+    for link in model.links:
+        acc += link.mass * (T[link.name][:3, :3] @ link.com + T[link.name][:3, 3])
+    return acc / total

@@ -1,0 +1,720 @@
+"""Numba kernels over a compiled Tree (compiled.py) and its Data workspace.
+
+Featherstone's algorithms in body coordinates with linear-first spatial vectors: motion
+(v, w) is the velocity of the body-frame origin and the angular velocity, force (f, n) the
+force and the moment about the body-frame origin. X[i] is the motion transform from the
+parent body's coordinates to body i's. Gravity enters as the world's acceleration a0 = (-g, 0).
+Nothing here allocates: every array lives in Data.
+"""
+import math
+
+import numpy as np
+from numba import njit
+
+from .compiled import FREE, HELICAL, PRISMATIC, REVOLUTE, SPHERICAL
+
+kernel = njit(cache=True, nogil=True, error_model="numpy")
+
+
+# ---------------------------------------------------------------- small spatial algebra ---
+@kernel
+def _quat_to_R(x, y, z, w, R):
+    n = math.sqrt(x * x + y * y + z * z + w * w)
+    x /= n
+    y /= n
+    z /= n
+    w /= n
+    R[0, 0] = 1 - 2 * (y * y + z * z)
+    R[0, 1] = 2 * (x * y - z * w)
+    R[0, 2] = 2 * (x * z + y * w)
+    R[1, 0] = 2 * (x * y + z * w)
+    R[1, 1] = 1 - 2 * (x * x + z * z)
+    R[1, 2] = 2 * (y * z - x * w)
+    R[2, 0] = 2 * (x * z - y * w)
+    R[2, 1] = 2 * (y * z + x * w)
+    R[2, 2] = 1 - 2 * (x * x + y * y)
+
+
+@kernel
+def _axis_angle_to_R(ax, angle, R):
+    x, y, z = ax[0], ax[1], ax[2]
+    c, s = math.cos(angle), math.sin(angle)
+    C = 1.0 - c
+    R[0, 0] = c + x * x * C
+    R[0, 1] = x * y * C - z * s
+    R[0, 2] = x * z * C + y * s
+    R[1, 0] = y * x * C + z * s
+    R[1, 1] = c + y * y * C
+    R[1, 2] = y * z * C - x * s
+    R[2, 0] = z * x * C - y * s
+    R[2, 1] = z * y * C + x * s
+    R[2, 2] = c + z * z * C
+
+
+@kernel
+def _joint_placement(t, i, q, Rj, Rr, pr):
+    """Body i's pose in its parent body frame: (R0 Rj(q), p0 + R0 pj(q)); Rj is scratch."""
+    jt = t.jtype[i]
+    iq = t.iq[i]
+    ax = t.axis[i]
+    px = py = pz = 0.0
+    if jt == REVOLUTE or jt == HELICAL:
+        _axis_angle_to_R(ax, q[iq], Rj)
+        if jt == HELICAL:
+            s = t.hpitch[i] * q[iq]
+            px, py, pz = s * ax[0], s * ax[1], s * ax[2]
+    elif jt == PRISMATIC:
+        for a in range(3):
+            for b in range(3):
+                Rj[a, b] = 1.0 if a == b else 0.0
+        px, py, pz = q[iq] * ax[0], q[iq] * ax[1], q[iq] * ax[2]
+    elif jt == SPHERICAL:
+        _quat_to_R(q[iq], q[iq + 1], q[iq + 2], q[iq + 3], Rj)
+    else:  # FREE
+        _quat_to_R(q[iq + 3], q[iq + 4], q[iq + 5], q[iq + 6], Rj)
+        px, py, pz = q[iq], q[iq + 1], q[iq + 2]
+    R0 = t.R0[i]
+    p0 = t.p0[i]
+    for a in range(3):
+        for b in range(3):
+            Rr[a, b] = R0[a, 0] * Rj[0, b] + R0[a, 1] * Rj[1, b] + R0[a, 2] * Rj[2, b]
+        pr[a] = p0[a] + R0[a, 0] * px + R0[a, 1] * py + R0[a, 2] * pz
+
+
+@kernel
+def _motion_transform(E, r, X):
+    """X = [[E^T, -E^T r^], [0, E^T]]: parent coordinates -> child, child pose (E, r) in parent."""
+    for a in range(3):
+        for b in range(3):
+            X[a, b] = E[b, a]
+            X[a + 3, b + 3] = E[b, a]
+            X[a + 3, b] = 0.0
+    # -E^T r^ : row a = -(E[:, a])^T r^ = (r x E[:, a])^T ... computed column by column
+    for a in range(3):
+        e0, e1, e2 = E[0, a], E[1, a], E[2, a]
+        # (E^T r^)[a, :] = e^T r^ = (e x r)^T? e^T r^ v = e . (r x v) = (e x r) . v
+        X[a, 3] = -(e1 * r[2] - e2 * r[1])
+        X[a, 4] = -(e2 * r[0] - e0 * r[2])
+        X[a, 5] = -(e0 * r[1] - e1 * r[0])
+
+
+@kernel
+def _mv6(X, m, out):
+    """out = X m for a motion transform (its lower-left block is zero)."""
+    for a in range(3):
+        out[a] = X[a, 0] * m[0] + X[a, 1] * m[1] + X[a, 2] * m[2] + X[a, 3] * m[3] + X[a, 4] * m[4] + X[a, 5] * m[5]
+        out[a + 3] = X[a + 3, 3] * m[3] + X[a + 3, 4] * m[4] + X[a + 3, 5] * m[5]
+
+
+@kernel
+def _force_to_parent_add(X, f, out):
+    """out += X^T f: a force in child coordinates, added in parent coordinates."""
+    for b in range(3):
+        out[b] += X[0, b] * f[0] + X[1, b] * f[1] + X[2, b] * f[2]
+    for b in range(3, 6):
+        out[b] += (X[0, b] * f[0] + X[1, b] * f[1] + X[2, b] * f[2]
+                   + X[3, b] * f[3] + X[4, b] * f[4] + X[5, b] * f[5])
+
+
+@kernel
+def _inertia_to_parent_add(X, Ic, T, out):
+    """out += X^T Ic X (T is 6x6 scratch); uses X's zero lower-left block."""
+    for a in range(6):       # T = Ic X
+        for b in range(3):
+            T[a, b] = Ic[a, 0] * X[0, b] + Ic[a, 1] * X[1, b] + Ic[a, 2] * X[2, b]
+        for b in range(3, 6):
+            s = 0.0
+            for k in range(6):
+                s += Ic[a, k] * X[k, b]
+            T[a, b] = s
+    for a in range(6):       # out += X^T T, symmetric: fill the upper triangle, mirror it
+        for b in range(a, 6):
+            s = X[0, a] * T[0, b] + X[1, a] * T[1, b] + X[2, a] * T[2, b]
+            if a >= 3:
+                s += X[3, a] * T[3, b] + X[4, a] * T[4, b] + X[5, a] * T[5, b]
+            out[a, b] += s
+            if b != a:
+                out[b, a] += s
+
+
+@kernel
+def _body_inertia(t, i, I):
+    m = t.mass[i]
+    h = t.h[i]
+    Io = t.Io[i]
+    for a in range(3):
+        for b in range(3):
+            I[a, b] = m if a == b else 0.0
+            I[a + 3, b + 3] = Io[a, b]
+    # [[m E, -h^], [h^, Io]]
+    I[0, 3], I[0, 4], I[0, 5] = 0.0, h[2], -h[1]
+    I[1, 3], I[1, 4], I[1, 5] = -h[2], 0.0, h[0]
+    I[2, 3], I[2, 4], I[2, 5] = h[1], -h[0], 0.0
+    for a in range(3):
+        for b in range(3):
+            I[a + 3, b] = I[b, a + 3]
+
+
+@kernel
+def _inertia_times_motion(t, i, m, out):
+    """out = I_i m for the rigid body inertia of body i (no 6x6 formed)."""
+    mass = t.mass[i]
+    h = t.h[i]
+    Io = t.Io[i]
+    v0, v1, v2, w0, w1, w2 = m[0], m[1], m[2], m[3], m[4], m[5]
+    out[0] = mass * v0 - (h[1] * w2 - h[2] * w1)
+    out[1] = mass * v1 - (h[2] * w0 - h[0] * w2)
+    out[2] = mass * v2 - (h[0] * w1 - h[1] * w0)
+    out[3] = h[1] * v2 - h[2] * v1 + Io[0, 0] * w0 + Io[0, 1] * w1 + Io[0, 2] * w2
+    out[4] = h[2] * v0 - h[0] * v2 + Io[1, 0] * w0 + Io[1, 1] * w1 + Io[1, 2] * w2
+    out[5] = h[0] * v1 - h[1] * v0 + Io[2, 0] * w0 + Io[2, 1] * w1 + Io[2, 2] * w2
+
+
+@kernel
+def _cross_force_add(vel, f, out):
+    """out += vel x* f = (w x f_lin, w x n + v x f_lin)."""
+    v0, v1, v2, w0, w1, w2 = vel[0], vel[1], vel[2], vel[3], vel[4], vel[5]
+    f0, f1, f2, n0, n1, n2 = f[0], f[1], f[2], f[3], f[4], f[5]
+    out[0] += w1 * f2 - w2 * f1
+    out[1] += w2 * f0 - w0 * f2
+    out[2] += w0 * f1 - w1 * f0
+    out[3] += w1 * n2 - w2 * n1 + v1 * f2 - v2 * f1
+    out[4] += w2 * n0 - w0 * n2 + v2 * f0 - v0 * f2
+    out[5] += w0 * n1 - w1 * n0 + v0 * f1 - v1 * f0
+
+
+@kernel
+def _cross_motion(vel, m, out):
+    """out = vel x m = (w x m_lin + v x m_ang, w x m_ang)."""
+    v0, v1, v2, w0, w1, w2 = vel[0], vel[1], vel[2], vel[3], vel[4], vel[5]
+    a0, a1, a2, b0, b1, b2 = m[0], m[1], m[2], m[3], m[4], m[5]
+    out[0] = w1 * a2 - w2 * a1 + v1 * b2 - v2 * b1
+    out[1] = w2 * a0 - w0 * a2 + v2 * b0 - v0 * b2
+    out[2] = w0 * a1 - w1 * a0 + v0 * b1 - v1 * b0
+    out[3] = w1 * b2 - w2 * b1
+    out[4] = w2 * b0 - w0 * b2
+    out[5] = w0 * b1 - w1 * b0
+
+
+@kernel
+def _invert_spd(A, n, Ainv):
+    """Ainv[:n, :n] = A[:n, :n]^-1 for a small (n <= 6) symmetric positive-definite block, by
+    Cholesky, in place in Ainv; a non-positive pivot yields NaN, caught by the step's check."""
+    if n == 1:
+        Ainv[0, 0] = 1.0 / A[0, 0]
+        return
+    # Cholesky L L^T = A, stored in Ainv's lower triangle temporarily.
+    L = Ainv
+    for a in range(n):
+        for b in range(a + 1):
+            s = A[a, b]
+            for k in range(b):
+                s -= L[a, k] * L[b, k]
+            if a == b:
+                L[a, a] = math.sqrt(s) if s > 0.0 else math.nan
+            else:
+                L[a, b] = s / L[b, b]
+    # invert L in place (lower triangular)
+    for a in range(n):
+        L[a, a] = 1.0 / L[a, a]
+        for b in range(a):
+            s = 0.0
+            for k in range(b, a):
+                s -= L[a, k] * L[k, b]
+            L[a, b] = s * L[a, a]
+    # A^-1 = L^-T L^-1, symmetric: compute the upper triangle from the lower one, then mirror
+    for a in range(n):
+        for b in range(a, n):
+            s = 0.0
+            for k in range(b, n):
+                s += L[k, a] * L[k, b]
+            Ainv[a, b] = s   # upper triangle; the diagonal it overwrites is not read again
+    for a in range(n):
+        for b in range(a + 1, n):
+            Ainv[b, a] = Ainv[a, b]
+
+
+# ---------------------------------------------------------------------------- kinematics ---
+@kernel
+def forward_kinematics(t, d, q):
+    """Body poses relative to the parent (Rr, pr), motion transforms X and world poses."""
+    nb = t.parent.shape[0]
+    for i in range(nb):
+        _joint_placement(t, i, q, d.Rw[i], d.Rr[i], d.pr[i])   # Rw[i] is scratch until set below
+        _motion_transform(d.Rr[i], d.pr[i], d.X[i])
+        p = t.parent[i]
+        if p < 0:
+            for a in range(3):
+                d.pw[i, a] = d.pr[i, a]
+                for b in range(3):
+                    d.Rw[i, a, b] = d.Rr[i, a, b]
+        else:
+            Rp = d.Rw[p]
+            for a in range(3):
+                d.pw[i, a] = d.pw[p, a] + Rp[a, 0] * d.pr[i, 0] + Rp[a, 1] * d.pr[i, 1] + Rp[a, 2] * d.pr[i, 2]
+                for b in range(3):
+                    d.Rw[i, a, b] = Rp[a, 0] * d.Rr[i, 0, b] + Rp[a, 1] * d.Rr[i, 1, b] + Rp[a, 2] * d.Rr[i, 2, b]
+
+
+@kernel
+def link_poses(t, d):
+    """World pose of every Model link (after forward_kinematics)."""
+    for k in range(t.link_body.shape[0]):
+        b = t.link_body[k]
+        Rl = t.link_R[k]
+        pl = t.link_p[k]
+        for a in range(3):
+            if b < 0:
+                d.link_p[k, a] = pl[a]
+                for c in range(3):
+                    d.link_R[k, a, c] = Rl[a, c]
+            else:
+                R = d.Rw[b]
+                d.link_p[k, a] = d.pw[b, a] + R[a, 0] * pl[0] + R[a, 1] * pl[1] + R[a, 2] * pl[2]
+                for c in range(3):
+                    d.link_R[k, a, c] = R[a, 0] * Rl[0, c] + R[a, 1] * Rl[1, c] + R[a, 2] * Rl[2, c]
+
+
+@kernel
+def _velocities(t, d, v):
+    """Body velocities and velocity-product accelerations cb = vel x (S qdot)."""
+    nb = t.parent.shape[0]
+    vJ = d.t6a
+    for i in range(nb):
+        p = t.parent[i]
+        if p < 0:
+            for a in range(6):
+                d.vel[i, a] = 0.0
+        else:
+            _mv6(d.X[i], d.vel[p], d.vel[i])
+        S = t.S[i]
+        iv = t.iv[i]
+        for a in range(6):
+            s = 0.0
+            for k in range(t.nvb[i]):
+                s += S[a, k] * v[iv + k]
+            vJ[a] = s
+            d.vel[i, a] += s
+        _cross_motion(d.vel[i], vJ, d.cb[i])
+
+
+@kernel
+def velocity_kinematics(t, d, q, v):
+    forward_kinematics(t, d, q)
+    _velocities(t, d, v)
+
+
+# -------------------------------------------------------------------------------- ABA ---
+@kernel
+def aba(t, d, tau, diag, qdd):
+    """Articulated-body forward dynamics after velocity_kinematics: qdd for generalized force
+    tau, with `diag` added to each DOF's articulated inertia (armature, implicit terms)."""
+    nb = t.parent.shape[0]
+    g = t.gravity
+    tmp = d.t6a
+    for i in range(nb):
+        _body_inertia(t, i, d.IA[i])
+        _inertia_times_motion(t, i, d.vel[i], tmp)
+        for a in range(6):
+            d.pA[i, a] = -d.fext[i, a]
+        _cross_force_add(d.vel[i], tmp, d.pA[i])
+    for i in range(nb - 1, -1, -1):
+        nd = t.nvb[i]
+        iv = t.iv[i]
+        S = t.S[i]
+        IA = d.IA[i]
+        U = d.U[i]
+        Dm = d.T66
+        for a in range(6):                   # U = IA S
+            for k in range(nd):
+                s = 0.0
+                for c in range(6):
+                    s += IA[a, c] * S[c, k]
+                U[a, k] = s
+        for k in range(nd):                  # D = S^T U + diag; u = tau - S^T pA
+            for r in range(nd):
+                s = 0.0
+                for c in range(6):
+                    s += S[c, k] * U[c, r]
+                Dm[k, r] = s
+            Dm[k, k] += diag[iv + k]
+            s = tau[iv + k]
+            for c in range(6):
+                s -= S[c, k] * d.pA[i, c]
+            d.u[i, k] = s
+        _invert_spd(Dm, nd, d.Dinv[i])
+        p = t.parent[i]
+        if p >= 0:
+            Dinv = d.Dinv[i]
+            Ia = d.T66
+            UDi = d.UDi
+            for a in range(6):               # UDi = U Dinv
+                for k in range(nd):
+                    s = 0.0
+                    for r in range(nd):
+                        s += U[a, r] * Dinv[r, k]
+                    UDi[a, k] = s
+            for a in range(6):               # Ia = IA - U Dinv U^T
+                for b in range(6):
+                    s = IA[a, b]
+                    for k in range(nd):
+                        s -= UDi[a, k] * U[b, k]
+                    Ia[a, b] = s
+            pa = d.t6b
+            for a in range(6):               # pa = pA + Ia c + U Dinv u
+                s = d.pA[i, a]
+                for b in range(6):
+                    s += Ia[a, b] * d.cb[i, b]
+                for k in range(nd):
+                    s += UDi[a, k] * d.u[i, k]
+                pa[a] = s
+            _inertia_to_parent_add(d.X[i], Ia, d.T66b, d.IA[p])
+            _force_to_parent_add(d.X[i], pa, d.pA[p])
+    a0 = d.t6b
+    a0[0], a0[1], a0[2], a0[3], a0[4], a0[5] = -g[0], -g[1], -g[2], 0.0, 0.0, 0.0
+    for i in range(nb):
+        p = t.parent[i]
+        ap = a0 if p < 0 else d.acc[p]
+        acc = d.acc[i]
+        _mv6(d.X[i], ap, acc)
+        for a in range(6):
+            acc[a] += d.cb[i, a]
+        nd = t.nvb[i]
+        iv = t.iv[i]
+        S = t.S[i]
+        U = d.U[i]
+        for k in range(nd):
+            s = d.u[i, k]
+            for c in range(6):
+                s -= U[c, k] * acc[c]
+            tmp[k] = s
+        for k in range(nd):
+            s = 0.0
+            for r in range(nd):
+                s += d.Dinv[i, k, r] * tmp[r]
+            qdd[iv + k] = s
+        for a in range(6):
+            s = 0.0
+            for k in range(nd):
+                s += S[a, k] * qdd[iv + k]
+            acc[a] += s
+
+
+# ------------------------------------------------------------------------------- RNEA ---
+@kernel
+def rnea(t, d, qdd, tau):
+    """Inverse dynamics after velocity_kinematics: tau = M qdd + h(q, v) (armature included)."""
+    nb = t.parent.shape[0]
+    g = t.gravity
+    a0 = d.t6b
+    a0[0], a0[1], a0[2], a0[3], a0[4], a0[5] = -g[0], -g[1], -g[2], 0.0, 0.0, 0.0
+    tmp = d.t6a
+    for i in range(nb):
+        p = t.parent[i]
+        acc = d.acc[i]
+        _mv6(d.X[i], a0 if p < 0 else d.acc[p], acc)
+        S = t.S[i]
+        iv = t.iv[i]
+        for a in range(6):
+            s = d.cb[i, a]
+            for k in range(t.nvb[i]):
+                s += S[a, k] * qdd[iv + k]
+            acc[a] += s
+        _inertia_times_motion(t, i, acc, d.f[i])
+        _inertia_times_motion(t, i, d.vel[i], tmp)
+        _cross_force_add(d.vel[i], tmp, d.f[i])
+        for a in range(6):
+            d.f[i, a] -= d.fext[i, a]
+    for i in range(nb - 1, -1, -1):
+        S = t.S[i]
+        iv = t.iv[i]
+        for k in range(t.nvb[i]):
+            s = t.armature[iv + k] * qdd[iv + k]
+            for a in range(6):
+                s += S[a, k] * d.f[i, a]
+            tau[iv + k] = s
+        p = t.parent[i]
+        if p >= 0:
+            _force_to_parent_add(d.X[i], d.f[i], d.f[p])
+
+
+# ------------------------------------------------------------------------------- CRBA ---
+@kernel
+def crba(t, d, M):
+    """Joint-space mass matrix after forward_kinematics (armature on the diagonal)."""
+    nb = t.parent.shape[0]
+    for i in range(nb):
+        _body_inertia(t, i, d.IA[i])
+    for i in range(nb - 1, -1, -1):
+        p = t.parent[i]
+        if p >= 0:
+            _inertia_to_parent_add(d.X[i], d.IA[i], d.T66, d.IA[p])
+    F = d.t6a
+    G = d.t6b
+    for i in range(nb):
+        Si = t.S[i]
+        ivi = t.iv[i]
+        for k in range(t.nvb[i]):
+            col = ivi + k
+            for a in range(6):
+                s = 0.0
+                for c in range(6):
+                    s += d.IA[i, a, c] * Si[c, k]
+                F[a] = s
+            j = i
+            while True:
+                Sj = t.S[j]
+                ivj = t.iv[j]
+                for r in range(t.nvb[j]):
+                    s = 0.0
+                    for a in range(6):
+                        s += Sj[a, r] * F[a]
+                    M[ivj + r, col] = s
+                    M[col, ivj + r] = s
+                pj = t.parent[j]
+                if pj < 0:
+                    break
+                for a in range(6):
+                    G[a] = 0.0
+                _force_to_parent_add(d.X[j], F, G)
+                for a in range(6):
+                    F[a] = G[a]
+                j = pj
+    for k in range(M.shape[0]):
+        M[k, k] += t.armature[k]
+
+
+# --------------------------------------------------------------------------- Jacobians ---
+@kernel
+def point_jacobian(t, d, link, point, J):
+    """J (6 x nv): world-frame linear velocity of `point` (link coordinates) and angular
+    velocity of the link, per DOF (after forward_kinematics and link_poses)."""
+    for a in range(6):
+        for c in range(J.shape[1]):
+            J[a, c] = 0.0
+    R = d.link_R[link]
+    pt0 = d.link_p[link, 0] + R[0, 0] * point[0] + R[0, 1] * point[1] + R[0, 2] * point[2]
+    pt1 = d.link_p[link, 1] + R[1, 0] * point[0] + R[1, 1] * point[1] + R[1, 2] * point[2]
+    pt2 = d.link_p[link, 2] + R[2, 0] * point[0] + R[2, 1] * point[1] + R[2, 2] * point[2]
+    b = t.link_body[link]
+    while b >= 0:
+        Rb = d.Rw[b]
+        S = t.S[b]
+        r0, r1, r2 = pt0 - d.pw[b, 0], pt1 - d.pw[b, 1], pt2 - d.pw[b, 2]
+        for k in range(t.nvb[b]):
+            col = t.iv[b] + k
+            v0 = Rb[0, 0] * S[0, k] + Rb[0, 1] * S[1, k] + Rb[0, 2] * S[2, k]
+            v1 = Rb[1, 0] * S[0, k] + Rb[1, 1] * S[1, k] + Rb[1, 2] * S[2, k]
+            v2 = Rb[2, 0] * S[0, k] + Rb[2, 1] * S[1, k] + Rb[2, 2] * S[2, k]
+            w0 = Rb[0, 0] * S[3, k] + Rb[0, 1] * S[4, k] + Rb[0, 2] * S[5, k]
+            w1 = Rb[1, 0] * S[3, k] + Rb[1, 1] * S[4, k] + Rb[1, 2] * S[5, k]
+            w2 = Rb[2, 0] * S[3, k] + Rb[2, 1] * S[4, k] + Rb[2, 2] * S[5, k]
+            J[0, col] = v0 + w1 * r2 - w2 * r1
+            J[1, col] = v1 + w2 * r0 - w0 * r2
+            J[2, col] = v2 + w0 * r1 - w1 * r0
+            J[3, col] = w0
+            J[4, col] = w1
+            J[5, col] = w2
+        b = t.parent[b]
+
+
+# ------------------------------------------------------------------------- integration ---
+@kernel
+def integrate(t, q, v, dt, q_out):
+    """q_out = q (+) v dt on the manifold (q_out may be q): quaternions by the exponential map,
+    free joints by the SE(3) exponential of the child-frame twist (as Pinocchio's integrate)."""
+    nb = t.parent.shape[0]
+    for i in range(nb):
+        jt = t.jtype[i]
+        iq = t.iq[i]
+        iv = t.iv[i]
+        if jt == REVOLUTE or jt == PRISMATIC or jt == HELICAL:
+            q_out[iq] = q[iq] + v[iv] * dt
+            continue
+        qo = iq if jt == SPHERICAL else iq + 3
+        wo = iv if jt == SPHERICAL else iv + 3
+        f0, f1, f2 = v[wo] * dt, v[wo + 1] * dt, v[wo + 2] * dt
+        th2 = f0 * f0 + f1 * f1 + f2 * f2
+        th = math.sqrt(th2)
+        if th < 1e-6:
+            sh = 0.5 - th2 / 48.0           # sin(th/2)/th
+            ch = 1.0 - th2 / 8.0
+            c1 = 0.5 - th2 / 24.0           # (1 - cos th)/th^2
+            c2 = 1.0 / 6.0 - th2 / 120.0    # (th - sin th)/th^3
+        else:
+            sh = math.sin(0.5 * th) / th
+            ch = math.cos(0.5 * th)
+            c1 = (1.0 - math.cos(th)) / th2
+            c2 = (th - math.sin(th)) / (th2 * th)
+        bx, by, bz, bw = f0 * sh, f1 * sh, f2 * sh, ch
+        ax, ay, az, aw = q[qo], q[qo + 1], q[qo + 2], q[qo + 3]
+        if jt == FREE:
+            # p += R(q) V(phi) (v dt), V = I + c1 phi^ + c2 phi^2
+            n0, n1, n2 = v[iv] * dt, v[iv + 1] * dt, v[iv + 2] * dt
+            x0 = f1 * n2 - f2 * n1
+            x1 = f2 * n0 - f0 * n2
+            x2 = f0 * n1 - f1 * n0
+            y0 = f1 * x2 - f2 * x1
+            y1 = f2 * x0 - f0 * x2
+            y2 = f0 * x1 - f1 * x0
+            d0 = n0 + c1 * x0 + c2 * y0
+            d1 = n1 + c1 * x1 + c2 * y1
+            d2 = n2 + c1 * x2 + c2 * y2
+            nn = math.sqrt(ax * ax + ay * ay + az * az + aw * aw)
+            ux, uy, uz, uw = ax / nn, ay / nn, az / nn, aw / nn
+            # rotate (d0, d1, d2) by the unit quaternion u
+            tx = 2.0 * (uy * d2 - uz * d1)
+            ty = 2.0 * (uz * d0 - ux * d2)
+            tz = 2.0 * (ux * d1 - uy * d0)
+            q_out[iq] = q[iq] + d0 + uw * tx + (uy * tz - uz * ty)
+            q_out[iq + 1] = q[iq + 1] + d1 + uw * ty + (uz * tx - ux * tz)
+            q_out[iq + 2] = q[iq + 2] + d2 + uw * tz + (ux * ty - uy * tx)
+        rx = aw * bx + ax * bw + ay * bz - az * by
+        ry = aw * by - ax * bz + ay * bw + az * bx
+        rz = aw * bz + ax * by - ay * bx + az * bw
+        rw = aw * bw - ax * bx - ay * by - az * bz
+        n = math.sqrt(rx * rx + ry * ry + rz * rz + rw * rw)
+        q_out[qo] = rx / n
+        q_out[qo + 1] = ry / n
+        q_out[qo + 2] = rz / n
+        q_out[qo + 3] = rw / n
+
+
+# ----------------------------------------------------------------------------- stepping ---
+@kernel
+def _first_nonfinite(t, q, v):
+    """Velocity index of the first DOF whose q or v is not finite, or -1."""
+    for i in range(t.parent.shape[0]):
+        for k in range(t.nvb[i]):
+            if not math.isfinite(v[t.iv[i] + k]):
+                return t.iv[i] + k
+        nq = 1 if t.nvb[i] == 1 else (4 if t.jtype[i] == SPHERICAL else 7)
+        for k in range(nq):
+            if not math.isfinite(q[t.iq[i] + k]):
+                return t.iv[i]
+    return -1
+
+
+@kernel
+def _passive_implicit(t, d, q, v, tau, dt, friction_velocity):
+    """DART's implicit joint springs and dampers: tau_total = tau - K(q - q_rest + dt v) - D v,
+    articulated diagonal += dt D + dt^2 K. Coulomb friction is regularized as a damper of
+    coefficient friction / max(|v|, friction_velocity), also implicit."""
+    for i in range(t.parent.shape[0]):
+        iv = t.iv[i]
+        one_dof = t.nvb[i] == 1
+        for k in range(t.nvb[i]):
+            j = iv + k
+            damp = t.damping[j]
+            if t.friction[j] > 0.0:
+                damp += t.friction[j] / max(abs(v[j]), friction_velocity)
+            tt = tau[j] - damp * v[j]
+            dg = t.armature[j] + dt * damp
+            if one_dof:
+                K = t.stiffness[j]
+                tt -= K * (q[t.iq[i]] - t.rest[j] + dt * v[j])
+                dg += dt * dt * K
+            d.tau_total[j] = tt
+            d.diag[j] = dg
+
+
+@kernel
+def step_semi_implicit_euler(t, d, q, v, tau, dt, nsteps, friction_velocity):
+    """nsteps of: qdd = ABA(q, v, tau + implicit passive forces); v += dt qdd; q = q (+) v dt.
+    Returns (steps done, first non-finite DOF or -1); on a blow-up the state before the
+    failing step is restored."""
+    for s in range(nsteps):
+        d.q_prev[:] = q
+        d.v_prev[:] = v
+        velocity_kinematics(t, d, q, v)
+        _passive_implicit(t, d, q, v, tau, dt, friction_velocity)
+        aba(t, d, d.tau_total, d.diag, d.qdd)
+        for j in range(v.shape[0]):
+            v[j] += dt * d.qdd[j]
+        integrate(t, q, v, dt, q)
+        bad = _first_nonfinite(t, q, v)
+        if bad >= 0:
+            q[:] = d.q_prev
+            v[:] = d.v_prev
+            return s, bad
+    return nsteps, -1
+
+
+@kernel
+def _explicit_accel(t, d, q, v, tau, friction_velocity, qdd):
+    velocity_kinematics(t, d, q, v)
+    for i in range(t.parent.shape[0]):
+        iv = t.iv[i]
+        for k in range(t.nvb[i]):
+            j = iv + k
+            damp = t.damping[j]
+            if t.friction[j] > 0.0:
+                damp += t.friction[j] / max(abs(v[j]), friction_velocity)
+            tt = tau[j] - damp * v[j]
+            if t.nvb[i] == 1:
+                tt -= t.stiffness[j] * (q[t.iq[i]] - t.rest[j])
+            d.tau_total[j] = tt
+            d.diag[j] = t.armature[j]
+    aba(t, d, d.tau_total, d.diag, qdd)
+
+
+@kernel
+def step_rk4(t, d, q, v, tau, dt, nsteps, friction_velocity):
+    """Classical RK4 with stage positions q (+) c dt v_k on the manifold (as MuJoCo's RK4);
+    passive forces explicit. Returns (steps done, first non-finite DOF or -1)."""
+    nv = v.shape[0]
+    c = (0.0, 0.5, 0.5, 1.0)
+    w = (1.0 / 6.0, 1.0 / 3.0, 1.0 / 3.0, 1.0 / 6.0)
+    for s in range(nsteps):
+        d.q_prev[:] = q
+        d.v_prev[:] = v
+        for k in range(4):
+            if k == 0:
+                d.q_stage[:] = q
+                d.v_stage[:] = v
+            else:
+                for j in range(nv):
+                    d.v_stage[j] = v[j] + c[k] * dt * d.k_a[k - 1, j]
+                integrate(t, q, d.k_v[k - 1], c[k] * dt, d.q_stage)
+            d.k_v[k, :] = d.v_stage
+            _explicit_accel(t, d, d.q_stage, d.v_stage, tau, friction_velocity, d.k_a[k])
+        for j in range(nv):
+            d.v_sum[j] = 0.0
+            d.a_sum[j] = 0.0
+            for k in range(4):
+                d.v_sum[j] += w[k] * d.k_v[k, j]
+                d.a_sum[j] += w[k] * d.k_a[k, j]
+        integrate(t, q, d.v_sum, dt, q)
+        for j in range(nv):
+            v[j] += dt * d.a_sum[j]
+        bad = _first_nonfinite(t, q, v)
+        if bad >= 0:
+            q[:] = d.q_prev
+            v[:] = d.v_prev
+            return s, bad
+    return nsteps, -1
+
+
+# ------------------------------------------------------- one-call entry points for the API ---
+@kernel
+def forward_dynamics_kernel(t, d, q, v, tau, qdd):
+    velocity_kinematics(t, d, q, v)
+    aba(t, d, tau, t.armature, qdd)
+
+
+@kernel
+def inverse_dynamics_kernel(t, d, q, v, qdd, tau):
+    velocity_kinematics(t, d, q, v)
+    rnea(t, d, qdd, tau)
+
+
+@kernel
+def mass_matrix_kernel(t, d, q, M):
+    forward_kinematics(t, d, q)
+    crba(t, d, M)
+
+
+@kernel
+def link_poses_kernel(t, d, q):
+    forward_kinematics(t, d, q)
+    link_poses(t, d)
