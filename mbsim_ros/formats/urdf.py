@@ -82,6 +82,7 @@ class _Reader:
         self.package_paths = package_paths
         self.model = None
         self.materials = {}
+        self.texture_materials = set()
 
     def error(self, el, expected):
         return ModelError(f"{self.name}, line {el.sourceline}, {_describe(el)}: {expected}")
@@ -152,6 +153,7 @@ def load_urdf(path, floating_base: bool = False, package_paths=None) -> Model:
     model.source = reader.name
     reader.model = model
     reader.materials = _read_materials(reader, robot)
+    reader.texture_materials = {m.get("name") for m in _children(robot, "material")}   # no warning
     link_els = _children(robot, "link")
     joint_els = _children(robot, "joint")
     root_el = _check_tree(reader, robot, link_els, joint_els)
@@ -330,7 +332,7 @@ def _read_color(reader, material, default):
     name = material.get("name")
     if name in reader.materials:
         return reader.materials[name].copy()
-    if _child(material, "texture") is None:
+    if name not in reader.texture_materials and _child(material, "texture") is None:
         reader.warn(material, "material with no color and no top-level <material> of that name; "
                               "using the default color")
     return default
@@ -340,7 +342,8 @@ def _read_mesh(reader, el, shape):
     uri = reader.attr(el, "filename")
     shape.scale = reader.floats(el, "scale", 3, [1, 1, 1])
     path, looked = resolve_mesh_uri(uri, reader.folder, reader.package_paths)
-    shape.mesh_path = path or uri
+    # an unresolved relative path is kept absolute so a writer can still point at it
+    shape.mesh_path = path or (uri if "://" in uri else looked[0])
     if path is None:
         reader.warn(el, f"mesh {uri!r} not found (looked in: {'; '.join(looked) or 'nowhere'}); "
                         "kept without geometry")
@@ -628,7 +631,7 @@ class _Writer:
         """One Model joint as one URDF joint, or as a chain through massless links."""
         if joint.type in ("fixed", "revolute", "prismatic", "free"):
             self.urdf_joint(joint.name, _NATIVE[joint.type], parent, joint.child, joint.origin,
-                            joint.axis, joint, 0)
+                            joint.axis, joint, 0 if joint.nv == 1 else None)
             return
         if joint.type == "screw":
             self.screw(joint, parent)
