@@ -104,7 +104,7 @@ class _Reader:
         text = el.get(name) if el is not None else None
         if text is None:
             if default is None:
-                raise self.error(el, f"missing attribute {name}=\"...\" ({n} numbers)")
+                raise self.error(el, f"missing attribute {name}=\"...\" ({'a number' if n == 1 else f'{n} numbers'})")
             return np.array(default, dtype=float)
         try:
             values = np.array([float(w) for w in text.split()])
