@@ -581,8 +581,9 @@ class _Parser:
             kind, text = self.kinds[self.i], self.texts[self.i]
             if kind == "eof":
                 node = frame.node
-                raise self.error(f"unexpected end of file: expected '{']' if frame.mf_name else '}'}' "
-                                 f"to close {node.type} opened at line {node.line} (unbalanced brackets)")
+                what = f"']' to close field {frame.mf_name!r} of" if frame.mf_name else "'}' to close"
+                raise self.error(f"unexpected end of file: expected {what} {node.type} opened at line "
+                                 f"{node.line} (unbalanced brackets)")
             if frame.mf_name is not None:                  # inside the [ ] of an MFNode field
                 if kind == "punct" and text == "]":
                     self.i += 1
