@@ -6,12 +6,14 @@ Reading: `load_urdf(path, floating_base=False, package_paths=None)`.
   joint moves on its own and model.warnings says so. <calibration>, <safety_controller>,
   <gazebo>, <transmission> are ignored.
 - Planar: q = (x, y, theta), translation along two in-plane axes, then rotation about the URDF
-  axis (the plane normal n). Model.Joint.axis = n and Joint.axis2 = plane_x, where plane_x is
-  the joint frame's x, y or z axis least aligned with n (first of x, y, z on a tie) made
-  orthogonal to n; plane_y = n x plane_x. So n = z gives (x, y), n = x gives (y, z).
+  axis (the plane normal n, Joint.axis). The in-plane axes are the Model's Joint.plane_axes():
+  the joint frame's x made orthogonal to n (y when n is within ~25 deg of x), and n x that.
+  So n = z gives (x, y), n = x gives (y, z), n = y gives (x, -z).
 - Limits: equal lower and upper limits on a revolute or prismatic joint (an exporter's
   placeholder such as double_pendulum_simple.urdf's "0 0") mean no position limits, as MuJoCo
   reads them; an effort or velocity limit of 0 means no limit. Each gives a model warning.
+  A limit of magnitude >= UNLIMITED (1e6, what to_urdf writes for "no limit" where URDF
+  requires a number) reads back as infinite, so Model -> URDF -> Model keeps infinite limits.
 - The single root link gets a joint `root_joint`: 'free' with floating_base=True, else
   'fixed' to the world. A link named "world" is an ordinary (massless) link, as in Pinocchio.
 - Meshes: `package://pkg/rest` is looked up through ROS (ament_index_python, if importable),
@@ -293,7 +295,8 @@ def _read_inertial(reader, el):
     R = T[:3, :3]
     if np.linalg.eigvalsh(inertia).min() < -1e-12 * max(1.0, np.abs(inertia).max()):
         reader.warn(inertia_el, "the inertia matrix is not positive semi-definite")
-    return mass, T[:3, 3], R @ inertia @ R.T
+    inertia = R @ inertia @ R.T
+    return mass, T[:3, 3], (inertia + inertia.T) / 2   # exactly symmetric, as URDF writes it
 
 
 def _read_shape(reader, el, visual):
@@ -343,7 +346,8 @@ def _read_mesh(reader, el, shape):
     shape.scale = reader.floats(el, "scale", 3, [1, 1, 1])
     path, looked = resolve_mesh_uri(uri, reader.folder, reader.package_paths)
     # an unresolved relative path is kept absolute so a writer can still point at it
-    shape.mesh_path = path or (uri if "://" in uri else looked[0])
+    keep_uri = "://" in uri and not uri.startswith("file://")   # package:// or an unknown scheme
+    shape.mesh_path = path or (uri if keep_uri else looked[0])
     if path is None:
         reader.warn(el, f"mesh {uri!r} not found (looked in: {'; '.join(looked) or 'nowhere'}); "
                         "kept without geometry")
@@ -433,8 +437,6 @@ def _read_joint(reader, el):
         if norm < 1e-12:
             raise reader.error(axis_el, "axis xyz=\"0 0 0\": expected a nonzero axis direction")
         joint["axis"] = axis / norm
-        if urdf_type == "planar":
-            joint["axis2"] = plane_x_axis(joint["axis"])
     if urdf_type in ("revolute", "prismatic", "continuous"):
         joint.update(_read_limits(reader, el, urdf_type))
         dynamics = _child(el, "dynamics")
@@ -450,14 +452,6 @@ def _read_joint(reader, el):
     return Joint(**joint)
 
 
-def plane_x_axis(normal):
-    """The planar joint's first in-plane axis: the joint frame's x, y or z axis least aligned
-    with `normal` (first on a tie), made orthogonal to it."""
-    e = np.eye(3)[int(np.argmin(np.abs(normal)))]
-    x = e - np.dot(e, normal) * normal
-    return x / np.linalg.norm(x)
-
-
 def _read_limits(reader, el, urdf_type):
     limit = _child(el, "limit")
     out = {}
@@ -467,14 +461,15 @@ def _read_limits(reader, el, urdf_type):
         return out
     if urdf_type != "continuous":
         lower, upper = reader.number(limit, "lower", 0.0), reader.number(limit, "upper", 0.0)
+        lower, upper = _unlimited(lower), _unlimited(upper)
         if lower > upper:
             raise reader.error(limit, f"lower={lower} > upper={upper}: expected lower <= upper")
-        if lower == upper:
+        if lower == upper and np.isfinite(lower):
             given = "equal lower and upper limits" if limit.get("lower") or limit.get("upper") else \
                 "no lower/upper limits (URDF default 0 0)"
             reader.warn(limit, f"{given} ({lower}): treated as no position limits")
         else:
-            out["lower"], out["upper"] = lower, upper
+            out["lower"], out["upper"] = lower, upper   # may be infinite: see _unlimited
     for key, field in (("effort", "effort_limit"), ("velocity", "velocity_limit")):
         if limit.get(key) is None:
             continue
@@ -484,8 +479,13 @@ def _read_limits(reader, el, urdf_type):
         if value == 0:
             reader.warn(limit, f"{key} limit 0: treated as no limit")
         else:
-            out[field] = value
+            out[field] = _unlimited(value)
     return out
+
+
+def _unlimited(value):
+    """Limits at or beyond UNLIMITED (what to_urdf writes for "none") read back as infinite."""
+    return math.copysign(math.inf, value) if abs(value) >= UNLIMITED else value
 
 
 def _unique(name, taken):
@@ -712,8 +712,8 @@ def _chain_steps(joint):
     if joint.type == "translational":
         return [("prismatic", e[k]) for k in range(3)]
     if joint.type == "planar":
-        n, x = joint.axis, joint.axis2
-        return [("prismatic", x), ("prismatic", np.cross(n, x)), ("revolute", n)]
+        x, y = joint.plane_axes()
+        return [("prismatic", x), ("prismatic", y), ("revolute", joint.axis)]
     raise ModelError(f"joint {joint.name!r}: cannot write type {joint.type!r} to URDF")
 
 
