@@ -92,7 +92,7 @@ SENSOR_FIELDS = {
                      "height": (("SFInt32",), 240), "frameRate": (_NUM, 30.0)},
 }
 _MOUNT_KEYS = ("translation", "rotation", "sensorId", "children")
-_Y_FROM_Z = np.array([[1.0, 0, 0], [0, 0, -1.0], [0, 1.0, 0]])    # Rx(-90 deg): z -> y
+_Y_FROM_Z = np.array([[1.0, 0, 0], [0, 0, 1.0], [0, -1.0, 0]])    # Rx(-90 deg): z -> y
 
 
 def load_openhrp(path, floating_base: bool = False, **options) -> Model:
@@ -565,11 +565,12 @@ def _extrusion(node):
             faces += [(a, d, c2), (a, c2, b)]
     closed = np.allclose(cross[0], cross[-1])
     ring = list(range(m - 1 if closed else m))
+    # caps run each ring opposite to the side faces that share its edges: a closed, consistent mesh
     if node.get("beginCap", True) and len(ring) >= 3:
-        faces += [(ring[0], ring[i + 1], ring[i]) for i in range(1, len(ring) - 1)]
+        faces += [(ring[0], ring[i], ring[i + 1]) for i in range(1, len(ring) - 1)]
     if node.get("endCap", True) and len(ring) >= 3:
         last = (n - 1) * m
-        faces += [(last + ring[0], last + ring[i], last + ring[i + 1]) for i in range(1, len(ring) - 1)]
+        faces += [(last + ring[0], last + ring[i + 1], last + ring[i]) for i in range(1, len(ring) - 1)]
     faces = np.array(faces, dtype=int).reshape(-1, 3)
     return vertices, (faces if node.get("ccw", True) else faces[:, ::-1])
 
