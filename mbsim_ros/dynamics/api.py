@@ -19,11 +19,11 @@ def compiled_for(model):
     entry = _cache.get(model)
     if entry is None or entry[0] != model.revision:
         c = compile_models(model)
-        entry = (model.revision, c, c.new_data())
+        entry = (model.revision, c) + c.new_data()
         _cache[model] = entry
     c = entry[1]
     c.tree.gravity[:] = model.gravity      # gravity is a user setting, read at every call
-    return c, entry[2]
+    return c, entry[2], entry[3]
 
 
 def as_vector(x, n, what):
@@ -37,18 +37,18 @@ def as_vector(x, n, what):
 def forward_dynamics(model, q, v, tau):
     """qdd from the articulated-body algorithm; tau is the whole generalized force (no
     joint springs, dampers or friction are added)."""
-    c, d = compiled_for(model)
+    c, df, _ = compiled_for(model)
     out = np.empty(c.nv)
-    kernels.forward_dynamics_kernel(c.tree, d, as_vector(q, c.nq, "q"), as_vector(v, c.nv, "v"),
+    kernels.forward_dynamics_kernel(c.tf, c.ti, df, as_vector(q, c.nq, "q"), as_vector(v, c.nv, "v"),
                                     as_vector(tau, c.nv, "tau"), out)
     return out
 
 
 def inverse_dynamics(model, q, v, qdd):
     """tau = M(q) qdd + C(q, v) v + g(q) by the recursive Newton-Euler algorithm."""
-    c, d = compiled_for(model)
+    c, df, _ = compiled_for(model)
     out = np.empty(c.nv)
-    kernels.inverse_dynamics_kernel(c.tree, d, as_vector(q, c.nq, "q"), as_vector(v, c.nv, "v"),
+    kernels.inverse_dynamics_kernel(c.tf, c.ti, df, as_vector(q, c.nq, "q"), as_vector(v, c.nv, "v"),
                                     as_vector(qdd, c.nv, "qdd"), out)
     return out
 
@@ -56,21 +56,26 @@ def inverse_dynamics(model, q, v, qdd):
 def mass_matrix(model, q):
     """The joint-space mass matrix M(q) by the composite-rigid-body algorithm (armature
     gear_ratio^2 * rotor_inertia on the diagonal)."""
-    c, d = compiled_for(model)
+    c, df, _ = compiled_for(model)
     out = np.zeros((c.nv, c.nv))
-    kernels.mass_matrix_kernel(c.tree, d, as_vector(q, c.nq, "q"), out)
+    kernels.mass_matrix_kernel(c.tf, c.ti, df, as_vector(q, c.nq, "q"), out)
     return out
 
 
-def _link_poses(model, q):
-    c, d = compiled_for(model)
-    kernels.link_poses_kernel(c.tree, d, as_vector(q, c.nq, "q"))
+def _kinematics(model, q, v=None):
+    c, df, d = compiled_for(model)
+    v = np.zeros(c.nv) if v is None else as_vector(v, c.nv, "v")
+    kernels.kinematics_kernel(c.tf, c.ti, df, as_vector(q, c.nq, "q"), v)
     return c, d
 
 
 def link_transforms(model, q):
     """{link name: 4x4 world transform} at configuration q."""
-    c, d = _link_poses(model, q)
+    c, d = _kinematics(model, q)
+    return transforms_dict(c, d)
+
+
+def transforms_dict(c, d):
     out = {}
     for k, name in enumerate(c.link_names):
         T = np.eye(4)
@@ -83,10 +88,7 @@ def link_transforms(model, q):
 def link_velocities(model, q, v):
     """{link name: 6-vector}: the world-frame linear velocity of the link origin, then the
     link's angular velocity in the world frame."""
-    c, d = compiled_for(model)
-    q, v = as_vector(q, c.nq, "q"), as_vector(v, c.nv, "v")
-    kernels.velocity_kinematics(c.tree, d, q, v)
-    kernels.link_poses(c.tree, d)
+    c, d = _kinematics(model, q, v)
     out = {}
     for k, name in enumerate(c.link_names):
         b = c.tree.link_body[k]
@@ -103,13 +105,13 @@ def link_velocities(model, q, v):
 def frame_jacobian(model, q, link, point=(0.0, 0.0, 0.0)):
     """6 x nv Jacobian of a point fixed to `link` (coordinates in the link frame): rows 0-2 map
     v to the point's world-frame linear velocity, rows 3-5 to the link's world angular velocity."""
-    c, d = _link_poses(model, q)
+    c, df, _ = compiled_for(model)
     try:
         k = c.link_names.index(link)
     except ValueError:
         raise KeyError(f"model {model.name!r} has no link {link!r}") from None
     J = np.zeros((6, c.nv))
-    kernels.point_jacobian(c.tree, d, k, as_vector(point, 3, "point"), J)
+    kernels.jacobian_kernel(c.tf, c.ti, df, as_vector(q, c.nq, "q"), k, as_vector(point, 3, "point"), J)
     return J
 
 

@@ -11,13 +11,16 @@ import math
 import numpy as np
 from numba import njit
 
-from .compiled import FREE, HELICAL, PRISMATIC, REVOLUTE, SPHERICAL
+from .compiled import FREE, HELICAL, PRISMATIC, REVOLUTE, SPHERICAL, carve_data, carve_tree
 
 kernel = njit(cache=True, nogil=True, error_model="numpy")
+# small helpers are inlined into their callers so that numba can drop the reference counting
+# of the array views they take (tens of nanoseconds per view otherwise)
+inline = njit(cache=True, nogil=True, error_model="numpy", inline="always")
 
 
 # ---------------------------------------------------------------- small spatial algebra ---
-@kernel
+@inline
 def _quat_to_R(x, y, z, w, R):
     n = math.sqrt(x * x + y * y + z * z + w * w)
     x /= n
@@ -35,7 +38,7 @@ def _quat_to_R(x, y, z, w, R):
     R[2, 2] = 1 - 2 * (x * x + y * y)
 
 
-@kernel
+@inline
 def _axis_angle_to_R(ax, angle, R):
     x, y, z = ax[0], ax[1], ax[2]
     c, s = math.cos(angle), math.sin(angle)
@@ -51,17 +54,14 @@ def _axis_angle_to_R(ax, angle, R):
     R[2, 2] = c + z * z * C
 
 
-@kernel
-def _joint_placement(t, i, q, Rj, Rr, pr):
-    """Body i's pose in its parent body frame: (R0 Rj(q), p0 + R0 pj(q)); Rj is scratch."""
-    jt = t.jtype[i]
-    iq = t.iq[i]
-    ax = t.axis[i]
+@inline
+def _joint_placement(jt, iq, ax, hpitch, R0, p0, q, Rj, Rr, pr):
+    """A body's pose in its parent body frame: (R0 Rj(q), p0 + R0 pj(q)); Rj is scratch."""
     px = py = pz = 0.0
     if jt == REVOLUTE or jt == HELICAL:
         _axis_angle_to_R(ax, q[iq], Rj)
         if jt == HELICAL:
-            s = t.hpitch[i] * q[iq]
+            s = hpitch * q[iq]
             px, py, pz = s * ax[0], s * ax[1], s * ax[2]
     elif jt == PRISMATIC:
         for a in range(3):
@@ -73,15 +73,13 @@ def _joint_placement(t, i, q, Rj, Rr, pr):
     else:  # FREE
         _quat_to_R(q[iq + 3], q[iq + 4], q[iq + 5], q[iq + 6], Rj)
         px, py, pz = q[iq], q[iq + 1], q[iq + 2]
-    R0 = t.R0[i]
-    p0 = t.p0[i]
     for a in range(3):
         for b in range(3):
             Rr[a, b] = R0[a, 0] * Rj[0, b] + R0[a, 1] * Rj[1, b] + R0[a, 2] * Rj[2, b]
         pr[a] = p0[a] + R0[a, 0] * px + R0[a, 1] * py + R0[a, 2] * pz
 
 
-@kernel
+@inline
 def _motion_transform(E, r, X):
     """X = [[E^T, -E^T r^], [0, E^T]]: parent coordinates -> child, child pose (E, r) in parent."""
     for a in range(3):
@@ -98,7 +96,7 @@ def _motion_transform(E, r, X):
         X[a, 5] = -(e0 * r[1] - e1 * r[0])
 
 
-@kernel
+@inline
 def _mv6(X, m, out):
     """out = X m for a motion transform (its lower-left block is zero)."""
     for a in range(3):
@@ -106,7 +104,7 @@ def _mv6(X, m, out):
         out[a + 3] = X[a + 3, 3] * m[3] + X[a + 3, 4] * m[4] + X[a + 3, 5] * m[5]
 
 
-@kernel
+@inline
 def _force_to_parent_add(X, f, out):
     """out += X^T f: a force in child coordinates, added in parent coordinates."""
     for b in range(3):
@@ -116,7 +114,7 @@ def _force_to_parent_add(X, f, out):
                    + X[3, b] * f[3] + X[4, b] * f[4] + X[5, b] * f[5])
 
 
-@kernel
+@inline
 def _inertia_to_parent_add(X, Ic, T, out):
     """out += X^T Ic X (T is 6x6 scratch); uses X's zero lower-left block."""
     for a in range(6):       # T = Ic X
@@ -137,11 +135,8 @@ def _inertia_to_parent_add(X, Ic, T, out):
                 out[b, a] += s
 
 
-@kernel
-def _body_inertia(t, i, I):
-    m = t.mass[i]
-    h = t.h[i]
-    Io = t.Io[i]
+@inline
+def _body_inertia(m, h, Io, I):
     for a in range(3):
         for b in range(3):
             I[a, b] = m if a == b else 0.0
@@ -155,12 +150,9 @@ def _body_inertia(t, i, I):
             I[a + 3, b] = I[b, a + 3]
 
 
-@kernel
-def _inertia_times_motion(t, i, m, out):
-    """out = I_i m for the rigid body inertia of body i (no 6x6 formed)."""
-    mass = t.mass[i]
-    h = t.h[i]
-    Io = t.Io[i]
+@inline
+def _inertia_times_motion(mass, h, Io, m, out):
+    """out = I m for a rigid body inertia (mass, first moment h, inertia Io about the origin)."""
     v0, v1, v2, w0, w1, w2 = m[0], m[1], m[2], m[3], m[4], m[5]
     out[0] = mass * v0 - (h[1] * w2 - h[2] * w1)
     out[1] = mass * v1 - (h[2] * w0 - h[0] * w2)
@@ -170,7 +162,7 @@ def _inertia_times_motion(t, i, m, out):
     out[5] = h[0] * v1 - h[1] * v0 + Io[2, 0] * w0 + Io[2, 1] * w1 + Io[2, 2] * w2
 
 
-@kernel
+@inline
 def _cross_force_add(vel, f, out):
     """out += vel x* f = (w x f_lin, w x n + v x f_lin)."""
     v0, v1, v2, w0, w1, w2 = vel[0], vel[1], vel[2], vel[3], vel[4], vel[5]
@@ -183,7 +175,7 @@ def _cross_force_add(vel, f, out):
     out[5] += w0 * n1 - w1 * n0 + v0 * f1 - v1 * f0
 
 
-@kernel
+@inline
 def _cross_motion(vel, m, out):
     """out = vel x m = (w x m_lin + v x m_ang, w x m_ang)."""
     v0, v1, v2, w0, w1, w2 = vel[0], vel[1], vel[2], vel[3], vel[4], vel[5]
@@ -196,7 +188,7 @@ def _cross_motion(vel, m, out):
     out[5] = w0 * b1 - w1 * b0
 
 
-@kernel
+@inline
 def _invert_spd(A, n, Ainv):
     """Ainv[:n, :n] = A[:n, :n]^-1 for a small (n <= 6) symmetric positive-definite block, by
     Cholesky, in place in Ainv; a non-positive pivot yields NaN, caught by the step's check."""
@@ -240,7 +232,8 @@ def forward_kinematics(t, d, q):
     """Body poses relative to the parent (Rr, pr), motion transforms X and world poses."""
     nb = t.parent.shape[0]
     for i in range(nb):
-        _joint_placement(t, i, q, d.Rw[i], d.Rr[i], d.pr[i])   # Rw[i] is scratch until set below
+        _joint_placement(t.jtype[i], t.iq[i], t.axis[i], t.hpitch[i], t.R0[i], t.p0[i], q,
+                         d.Rw[i], d.Rr[i], d.pr[i])   # Rw[i] is scratch until set below
         _motion_transform(d.Rr[i], d.pr[i], d.X[i])
         p = t.parent[i]
         if p < 0:
@@ -313,8 +306,8 @@ def aba(t, d, tau, diag, qdd):
     g = t.gravity
     tmp = d.t6a
     for i in range(nb):
-        _body_inertia(t, i, d.IA[i])
-        _inertia_times_motion(t, i, d.vel[i], tmp)
+        _body_inertia(t.mass[i], t.h[i], t.Io[i], d.IA[i])
+        _inertia_times_motion(t.mass[i], t.h[i], t.Io[i], d.vel[i], tmp)
         for a in range(6):
             d.pA[i, a] = -d.fext[i, a]
         _cross_force_add(d.vel[i], tmp, d.pA[i])
@@ -420,8 +413,8 @@ def rnea(t, d, qdd, tau):
             for k in range(t.nvb[i]):
                 s += S[a, k] * qdd[iv + k]
             acc[a] += s
-        _inertia_times_motion(t, i, acc, d.f[i])
-        _inertia_times_motion(t, i, d.vel[i], tmp)
+        _inertia_times_motion(t.mass[i], t.h[i], t.Io[i], acc, d.f[i])
+        _inertia_times_motion(t.mass[i], t.h[i], t.Io[i], d.vel[i], tmp)
         _cross_force_add(d.vel[i], tmp, d.f[i])
         for a in range(6):
             d.f[i, a] -= d.fext[i, a]
@@ -444,7 +437,7 @@ def crba(t, d, M):
     """Joint-space mass matrix after forward_kinematics (armature on the diagonal)."""
     nb = t.parent.shape[0]
     for i in range(nb):
-        _body_inertia(t, i, d.IA[i])
+        _body_inertia(t.mass[i], t.h[i], t.Io[i], d.IA[i])
     for i in range(nb - 1, -1, -1):
         p = t.parent[i]
         if p >= 0:
@@ -619,7 +612,7 @@ def _passive_implicit(t, d, q, v, tau, dt, friction_velocity):
 
 
 @kernel
-def step_semi_implicit_euler(t, d, q, v, tau, dt, nsteps, friction_velocity):
+def _step_semi_implicit_euler(t, d, q, v, tau, dt, nsteps, friction_velocity):
     """nsteps of: qdd = ABA(q, v, tau + implicit passive forces); v += dt qdd; q = q (+) v dt.
     Returns (steps done, first non-finite DOF or -1); on a blow-up the state before the
     failing step is restored."""
@@ -659,7 +652,7 @@ def _explicit_accel(t, d, q, v, tau, friction_velocity, qdd):
 
 
 @kernel
-def step_rk4(t, d, q, v, tau, dt, nsteps, friction_velocity):
+def _step_rk4(t, d, q, v, tau, dt, nsteps, friction_velocity):
     """Classical RK4 with stage positions q (+) c dt v_k on the manifold (as MuJoCo's RK4);
     passive forces explicit. Returns (steps done, first non-finite DOF or -1)."""
     nv = v.shape[0]
@@ -695,26 +688,59 @@ def step_rk4(t, d, q, v, tau, dt, nsteps, friction_velocity):
     return nsteps, -1
 
 
-# ------------------------------------------------------- one-call entry points for the API ---
+# ------------------------------------------------------------ entry points from Python ---
+# Each takes the compiled buffers (tf, ti) and the workspace buffer df: one fast dispatch.
 @kernel
-def forward_dynamics_kernel(t, d, q, v, tau, qdd):
+def step_semi_implicit_euler(tf, ti, df, q, v, tau, dt, nsteps, friction_velocity):
+    t, _, _ = carve_tree(tf, ti)
+    d, _ = carve_data(df, ti)
+    return _step_semi_implicit_euler(t, d, q, v, tau, dt, nsteps, friction_velocity)
+
+
+@kernel
+def step_rk4(tf, ti, df, q, v, tau, dt, nsteps, friction_velocity):
+    t, _, _ = carve_tree(tf, ti)
+    d, _ = carve_data(df, ti)
+    return _step_rk4(t, d, q, v, tau, dt, nsteps, friction_velocity)
+
+
+@kernel
+def forward_dynamics_kernel(tf, ti, df, q, v, tau, qdd):
+    t, _, _ = carve_tree(tf, ti)
+    d, _ = carve_data(df, ti)
     velocity_kinematics(t, d, q, v)
     aba(t, d, tau, t.armature, qdd)
 
 
 @kernel
-def inverse_dynamics_kernel(t, d, q, v, qdd, tau):
+def inverse_dynamics_kernel(tf, ti, df, q, v, qdd, tau):
+    t, _, _ = carve_tree(tf, ti)
+    d, _ = carve_data(df, ti)
     velocity_kinematics(t, d, q, v)
     rnea(t, d, qdd, tau)
 
 
 @kernel
-def mass_matrix_kernel(t, d, q, M):
+def mass_matrix_kernel(tf, ti, df, q, M):
+    t, _, _ = carve_tree(tf, ti)
+    d, _ = carve_data(df, ti)
     forward_kinematics(t, d, q)
     crba(t, d, M)
 
 
 @kernel
-def link_poses_kernel(t, d, q):
+def kinematics_kernel(tf, ti, df, q, v):
+    """World link poses (Data.link_R, link_p) and body velocities (Data.vel) at (q, v)."""
+    t, _, _ = carve_tree(tf, ti)
+    d, _ = carve_data(df, ti)
+    velocity_kinematics(t, d, q, v)
+    link_poses(t, d)
+
+
+@kernel
+def jacobian_kernel(tf, ti, df, q, link, point, J):
+    t, _, _ = carve_tree(tf, ti)
+    d, _ = carve_data(df, ti)
     forward_kinematics(t, d, q)
     link_poses(t, d)
+    point_jacobian(t, d, link, point, J)

@@ -3,6 +3,7 @@ import numpy as np
 
 from ..model import Model, SimulationError
 from . import kernels
+from .api import transforms_dict
 from .compiled import compile_models
 
 INTEGRATORS = {
@@ -35,7 +36,7 @@ class Simulation:
         self.friction_velocity = float(friction_velocity)
         self._step_kernel = INTEGRATORS[integrator]
         self.compiled = compile_models(self.models)
-        self._data = self.compiled.new_data()
+        self._df, self._data = self.compiled.new_data()
         self._q = np.zeros(self.compiled.nq)
         self._v = np.zeros(self.compiled.nv)
         self._tau = np.zeros(self.compiled.nv)
@@ -92,9 +93,8 @@ class Simulation:
     def step(self, n: int = 1):
         """Advance n steps of dt. Raises SimulationError (state left at the last finite step)
         if a coordinate becomes NaN or infinite."""
-        tree = self.compiled.tree
-        tree.gravity[:] = self.models[0].gravity
-        done, bad = self._step_kernel(tree, self._data, self._q, self._v, self._tau, self.dt,
+        self.compiled.tree.gravity[:] = self.models[0].gravity
+        done, bad = self._step_kernel(self.compiled.tf, self.compiled.ti, self._df, self._q, self._v, self._tau, self.dt,
                                       int(n), self.friction_velocity)
         self._steps += done
         if bad >= 0:
@@ -107,12 +107,6 @@ class Simulation:
     # -- views ------------------------------------------------------------------------
     def link_transforms(self):
         """{link name: 4x4 world transform} at the current state (all models)."""
-        c, d = self.compiled, self._data
-        kernels.link_poses_kernel(c.tree, d, self._q)
-        out = {}
-        for k, name in enumerate(c.link_names):
-            T = np.eye(4)
-            T[:3, :3] = d.link_R[k]
-            T[:3, 3] = d.link_p[k]
-            out[name] = T
-        return out
+        c = self.compiled
+        kernels.kinematics_kernel(c.tf, c.ti, self._df, self._q, self._v)
+        return transforms_dict(c, self._data)
