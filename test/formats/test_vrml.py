@@ -2,7 +2,6 @@
 import contextlib
 import pathlib
 import signal
-import time
 
 import numpy as np
 import pytest
@@ -176,13 +175,13 @@ def test_deep_nesting_does_not_recurse():
     assert levels == depth
 
 
-def test_parses_a_large_file_quickly():
+def test_parses_a_large_file():
     body = "Shape { geometry IndexedFaceSet { coord Coordinate { point [ %s ] } coordIndex [ %s ] } }" % (
         ", ".join("%d 0.5 1e-3" % i for i in range(30000)), " ".join("0 1 2 -1" for _ in range(10000)))
-    t = time.perf_counter()
-    scene = parse(body)
+    with deadline(10.0):       # a hang guard against accidental quadratic code; speed is bench/loaders.py
+        scene = parse(body)
     assert scene.roots[0].fields["geometry"].fields["coord"].fields["point"].shape == (30000, 3)
-    assert time.perf_counter() - t < 2.0     # a generous bound, against accidental quadratic code
+    assert scene.roots[0].fields["geometry"].fields["coordIndex"].shape == (40000,)
 
 
 # -- bad input: a ModelError naming file, line and what was expected, within a second ------------

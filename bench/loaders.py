@@ -1,0 +1,97 @@
+"""Load time of every shared model file that `mbsim_ros.load_model` supports today.
+
+    python bench/loaders.py [--models DIR]
+
+Walks ../shared/models (or --models / $MBSIM_SHARED_MODELS), keeps the files whose extension
+the loader registry knows (formats/__init__.py _LOADERS, so new formats join by themselves),
+skips Inline-only geometry parts of .wrl models (no Humanoid or Joint: they load as environment
+links, but they are parts, not models) and reports the best of a few loads per file, with the
+number of files each load read. Failures are reported, not raised: the script exits 0.
+The issue's target: PA10 (10 Inline files) and SR1 parse well under a second each.
+"""
+import argparse
+import os
+import pathlib
+import sys
+import time
+import warnings
+
+from common import print_table, quiet_stderr
+
+HERE = pathlib.Path(__file__).resolve().parent
+DEFAULT = pathlib.Path(os.environ.get("MBSIM_SHARED_MODELS", HERE.parent.parent / "shared" / "models"))
+TARGET_SECONDS = 1.0
+
+
+def supported_extensions():
+    from mbsim_ros import formats
+    return set(formats._LOADERS)
+
+
+def is_model(path):
+    """Inline parts of OpenHRP models are geometry, not models of their own."""
+    if path.suffix.lower() != ".wrl":
+        return True
+    text = path.read_bytes()
+    return b"Humanoid" in text or b"Joint" in text
+
+
+def best_load_time(path, repeats=3):
+    import mbsim_ros as mb
+    best, model = float("inf"), None
+    for _ in range(repeats):
+        t = time.perf_counter()
+        with warnings.catch_warnings(), quiet_stderr():
+            warnings.simplefilter("ignore")
+            model = mb.load_model(path)
+        best = min(best, time.perf_counter() - t)
+    return best, model
+
+
+def files_read(path):
+    """How many files one load of a .wrl reads (the file and its Inlines)."""
+    if path.suffix.lower() != ".wrl":
+        return 1
+    from mbsim_ros.formats import vrml
+    return len(vrml.parse_file(path).files)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", type=pathlib.Path, default=DEFAULT)
+    args = parser.parse_args()
+    if not args.models.is_dir():
+        print(f"{args.models}: no shared models here; nothing to time")
+        return 0
+    t = time.perf_counter()
+    import mbsim_ros  # noqa: F401  (import time is not load time)
+    print(f"import mbsim_ros: {time.perf_counter() - t:.3f} s")
+    extensions = supported_extensions()
+    paths = sorted(p for p in args.models.rglob("*") if p.is_file())
+    rows, skipped = [], {}
+    for path in paths:
+        ext = path.suffix.lower()
+        if ext not in extensions:
+            skipped[ext or "(none)"] = skipped.get(ext or "(none)", 0) + 1
+            continue
+        if not is_model(path):
+            skipped[f"{ext} parts"] = skipped.get(f"{ext} parts", 0) + 1
+            continue
+        rel = str(path.relative_to(args.models))
+        try:
+            seconds, model = best_load_time(path)
+        except Exception as e:                     # report and go on: a bench, not a test
+            rows.append([rel, "-", "-", "-", f"FAILED: {type(e).__name__}: {str(e)[:80]}"])
+            continue
+        note = "" if seconds < TARGET_SECONDS else f"over the {TARGET_SECONDS:.0f} s target"
+        rows.append([rel, f"{seconds * 1000:.1f}", str(files_read(path)),
+                     f"{len(model.links)}/{len(model.sensors)}", note])
+    print_table(["model", "load ms (best of 3)", "files", "links/sensors", "note"], rows)
+    if skipped:
+        print("skipped (no loader yet, or not a model):",
+              ", ".join(f"{k}: {v}" for k, v in sorted(skipped.items())))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
