@@ -125,3 +125,12 @@ def center_of_mass(model, q):
     for link in model.links:
         acc += link.mass * (T[link.name][:3, :3] @ link.com + T[link.name][:3, 3])
     return acc / total
+
+
+def integrate(model, q, v, dt=1.0):
+    """q (+) v dt on the configuration manifold: quaternions by the exponential map, free
+    joints by the SE(3) exponential of the child-frame twist (Pinocchio's integrate)."""
+    c, _, _ = compiled_for(model)
+    out = np.empty(c.nq)
+    kernels.integrate_kernel(c.tf, c.ti, as_vector(q, c.nq, "q"), as_vector(v, c.nv, "v"), float(dt), out)
+    return out

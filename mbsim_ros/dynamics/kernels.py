@@ -744,3 +744,9 @@ def jacobian_kernel(tf, ti, df, q, link, point, J):
     forward_kinematics(t, d, q)
     link_poses(t, d)
     point_jacobian(t, d, link, point, J)
+
+
+@kernel
+def integrate_kernel(tf, ti, q, v, dt, q_out):
+    t, _, _ = carve_tree(tf, ti)
+    integrate(t, q, v, dt, q_out)

@@ -121,6 +121,7 @@ class Joint:
     gear_ratio: Optional[np.ndarray] = None
     q0: Optional[np.ndarray] = None
     v0: Optional[np.ndarray] = None
+    params: dict = field(default_factory=dict)   # the source format's raw fields, by their names
     # filled by Model.finalize()
     q_index: int = -1
     v_index: int = -1
@@ -130,8 +131,8 @@ class Joint:
             raise ModelError(f"joint {self.name!r}: type {self.type!r} is not one of {', '.join(JOINT_TYPES)}")
         self.origin = np.asarray(self.origin, dtype=float).reshape(4, 4)
         self.axis = _unit(self.axis, f"joint {self.name!r} axis")
-        if self.type == "universal":
-            self.axis2 = _unit(self.axis2, f"joint {self.name!r} axis2")
+        self.axis2 = (_unit(self.axis2, f"joint {self.name!r} axis2") if self.type == "universal"
+                      else np.asarray(self.axis2, dtype=float))
         self.type = str(self.type)
         order = self.euler_order
         if self.type == "euler" and (len(order) != 3 or set(order) - set("xyz") or order[0] == order[1] or order[1] == order[2]):
