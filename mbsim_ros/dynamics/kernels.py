@@ -317,42 +317,60 @@ def aba(t, d, tau, diag, qdd):
         S = t.S[i]
         IA = d.IA[i]
         U = d.U[i]
-        Dm = d.T66
-        for a in range(6):                   # U = IA S
-            for k in range(nd):
+        UDi = d.UDi
+        if nd == 1:
+            # one DOF (most joints): scalars instead of nd x nd blocks
+            Dv = diag[iv]
+            uv = tau[iv]
+            for a in range(6):
                 s = 0.0
                 for c in range(6):
-                    s += IA[a, c] * S[c, k]
-                U[a, k] = s
-        for k in range(nd):                  # D = S^T U + diag; u = tau - S^T pA
-            for r in range(nd):
-                s = 0.0
-                for c in range(6):
-                    s += S[c, k] * U[c, r]
-                Dm[k, r] = s
-            Dm[k, k] += diag[iv + k]
-            s = tau[iv + k]
+                    s += IA[a, c] * S[c, 0]
+                U[a, 0] = s
             for c in range(6):
-                s -= S[c, k] * d.pA[i, c]
-            d.u[i, k] = s
-        _invert_spd(Dm, nd, d.Dinv[i])
-        p = t.parent[i]
-        if p >= 0:
+                Dv += S[c, 0] * U[c, 0]
+                uv -= S[c, 0] * d.pA[i, c]
+            d.u[i, 0] = uv
+            d.Dinv[i, 0, 0] = 1.0 / Dv
+            for a in range(6):
+                UDi[a, 0] = U[a, 0] / Dv
+        else:
+            Dm = d.T66
+            for a in range(6):                   # U = IA S
+                for k in range(nd):
+                    s = 0.0
+                    for c in range(6):
+                        s += IA[a, c] * S[c, k]
+                    U[a, k] = s
+            for k in range(nd):                  # D = S^T U + diag; u = tau - S^T pA
+                for r in range(nd):
+                    s = 0.0
+                    for c in range(6):
+                        s += S[c, k] * U[c, r]
+                    Dm[k, r] = s
+                Dm[k, k] += diag[iv + k]
+                s = tau[iv + k]
+                for c in range(6):
+                    s -= S[c, k] * d.pA[i, c]
+                d.u[i, k] = s
+            _invert_spd(Dm, nd, d.Dinv[i])
             Dinv = d.Dinv[i]
-            Ia = d.T66
-            UDi = d.UDi
-            for a in range(6):               # UDi = U Dinv
+            for a in range(6):                   # UDi = U Dinv
                 for k in range(nd):
                     s = 0.0
                     for r in range(nd):
                         s += U[a, r] * Dinv[r, k]
                     UDi[a, k] = s
-            for a in range(6):               # Ia = IA - U Dinv U^T
-                for b in range(6):
+        p = t.parent[i]
+        if p >= 0:
+            Ia = d.T66
+            for a in range(6):               # Ia = IA - U Dinv U^T (symmetric)
+                for b in range(a, 6):
                     s = IA[a, b]
                     for k in range(nd):
                         s -= UDi[a, k] * U[b, k]
                     Ia[a, b] = s
+                    Ia[b, a] = s
             pa = d.t6b
             for a in range(6):               # pa = pA + Ia c + U Dinv u
                 s = d.pA[i, a]

@@ -1,0 +1,141 @@
+"""The `mbsim` command: run a model, describe it, convert it.
+
+    mbsim run [MODEL ...] [--duration S] [--dt DT]   simulate (default: the bundled SR1 world)
+    mbsim info MODEL                                  links, joints, sensors, mass
+    mbsim convert MODEL -o robot.urdf                 URDF for robot_description / RViz
+
+Bad input ends with one line on stderr and exit status 2.
+"""
+import argparse
+import os
+import sys
+import time
+import warnings
+
+from .model import ModelError, SimulationError
+
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "models")
+DEFAULT_WORLD = [os.path.join(DATA, "SR1_range.wrl"), os.path.join(DATA, "floor.wrl")]
+
+
+def _load(paths, floating_base):
+    from .formats import load_model
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        models = [load_model(p, floating_base=floating_base) for p in paths]
+    return models, [str(w.message) for w in caught]
+
+
+def cmd_run(args):
+    import numpy as np
+    from tqdm import tqdm
+    from .dynamics import Simulation
+
+    paths = args.models or DEFAULT_WORLD
+    models, notes = _load(paths, args.floating_base)
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    t0 = time.perf_counter()
+    sim = Simulation(models, dt=args.dt, integrator=args.integrator)
+    prepare = time.perf_counter() - t0
+    steps = int(round(args.duration / args.dt))
+    chunk = max(1, min(steps, int(round(0.02 / args.dt))))   # progress every 20 ms of sim time
+    names = ", ".join(m.name for m in models)
+    print(f"simulating {names}: {sim.nv} DOF, dt = {args.dt:g} s, {args.duration:g} s "
+          f"({steps} steps, {args.integrator}); contact is not simulated yet")
+    start = time.perf_counter()
+    with tqdm(total=steps, unit="step", disable=args.quiet, mininterval=0.5) as bar:
+        done = 0
+        while done < steps:
+            n = min(chunk, steps - done)
+            sim.step(n)
+            done += n
+            bar.update(n)
+            wall = time.perf_counter() - start
+            bar.set_postfix_str(f"t={sim.t:.2f}s rtf={sim.t / wall:.1f}" if wall > 0 else "")
+    wall = time.perf_counter() - start
+    print(f"steps: {done}  simulated: {sim.t:.3f} s  wall: {wall:.3f} s  "
+          f"real-time factor: {sim.t / wall:.1f}  ({1e6 * wall / max(done, 1):.1f} us/step; "
+          f"model compile and load {prepare:.2f} s)")
+    T = sim.link_transforms()
+    root = models[0].root_links[0]
+    print(f"final position of {root}: {np.array2string(T[root][:3, 3], precision=3)}")
+    return 0
+
+
+def cmd_info(args):
+    (model,), notes = _load([args.model], args.floating_base)
+    print(f"{model.name}: {len(model.links)} links, {len(model.joints)} joints, nq = {model.nq}, "
+          f"nv = {model.nv}, total mass {model.total_mass:.4g} kg, gravity {model.gravity.tolist()}")
+    children = {}
+    for j in model.joints:
+        children.setdefault(j.parent, []).append(j)
+
+    def show(parent, depth):
+        for j in children.get(parent, []):
+            link = model.link(j.child)
+            print(f"{'  ' * depth}{j.child} ({link.mass:.4g} kg) <- {j.name} [{j.type}]")
+            show(j.child, depth + 1)
+    show(None, 1)
+    if model.sensors:
+        print("sensors:")
+        for s in model.sensors:
+            print(f"  {s.name} [{s.type}] on {s.link}")
+    if model.constraints:
+        print("loop constraints:")
+        for c in model.constraints:
+            print(f"  {c.name} [{c.type}] {c.link1} - {c.link2}")
+    for note in notes + model.warnings:
+        print(f"note: {note}")
+    return 0
+
+
+def cmd_convert(args):
+    from .formats import to_urdf
+    (model,), _ = _load([args.model], args.floating_base)
+    text = to_urdf(model)
+    with open(args.output, "w") as f:
+        f.write(text)
+    print(f"wrote {args.output} ({len(model.links)} links, {len(model.joints)} joints)")
+    return 0
+
+
+def build_parser():
+    p = argparse.ArgumentParser(prog="mbsim", description="mbsim_ros: multibody simulation for ROS 2")
+    sub = p.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="simulate a model (default: the bundled SR1 humanoid on a floor)")
+    run.add_argument("models", nargs="*", help="model files (.wrl, .urdf); several make one world")
+    run.add_argument("--duration", type=float, default=5.0, help="simulated seconds (default 5)")
+    run.add_argument("--dt", type=float, default=0.001, help="time step in seconds (default 0.001)")
+    run.add_argument("--integrator", default="semi-implicit-euler", choices=["semi-implicit-euler", "rk4"])
+    run.add_argument("--floating-base", action="store_true", help="URDF: free joint above the root link")
+    run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.set_defaults(func=cmd_run)
+    info = sub.add_parser("info", help="print a model's tree, joints, sensors and mass")
+    info.add_argument("model")
+    info.add_argument("--floating-base", action="store_true")
+    info.set_defaults(func=cmd_info)
+    conv = sub.add_parser("convert", help="write a model as URDF")
+    conv.add_argument("model")
+    conv.add_argument("-o", "--output", required=True)
+    conv.add_argument("--floating-base", action="store_true")
+    conv.set_defaults(func=cmd_convert)
+    return p
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    if getattr(args, "duration", 1.0) <= 0 or getattr(args, "dt", 1.0) <= 0:
+        print("mbsim: --duration and --dt must be positive", file=sys.stderr)
+        return 2
+    try:
+        return args.func(args)
+    except (ModelError, SimulationError, OSError) as e:
+        print(f"mbsim: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
