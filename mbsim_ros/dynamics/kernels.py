@@ -609,8 +609,8 @@ def _first_nonfinite(t, q, v):
 @kernel
 def _passive_implicit(t, d, q, v, tau, dt, friction_velocity):
     """DART's implicit joint springs and dampers: tau_total = tau - K(q - q_rest + dt v) - D v,
-    articulated diagonal += dt D + dt^2 K. Coulomb friction is regularized as a damper of
-    coefficient friction / max(|v|, friction_velocity), also implicit."""
+    articulated diagonal += dt D + dt^2 K (dt = 0: explicit). Coulomb friction is regularized
+    as a damper of coefficient friction / max(|v|, friction_velocity), also implicit."""
     for i in range(t.parent.shape[0]):
         iv = t.iv[i]
         one_dof = t.nvb[i] == 1
@@ -653,19 +653,9 @@ def _step_semi_implicit_euler(t, d, q, v, tau, dt, nsteps, friction_velocity):
 
 @kernel
 def _explicit_accel(t, d, q, v, tau, friction_velocity, qdd):
+    """qdd with the passive forces explicit (the implicit form at dt = 0)."""
     velocity_kinematics(t, d, q, v)
-    for i in range(t.parent.shape[0]):
-        iv = t.iv[i]
-        for k in range(t.nvb[i]):
-            j = iv + k
-            damp = t.damping[j]
-            if t.friction[j] > 0.0:
-                damp += t.friction[j] / max(abs(v[j]), friction_velocity)
-            tt = tau[j] - damp * v[j]
-            if t.nvb[i] == 1:
-                tt -= t.stiffness[j] * (q[t.iq[i]] - t.rest[j])
-            d.tau_total[j] = tt
-            d.diag[j] = t.armature[j]
+    _passive_implicit(t, d, q, v, tau, 0.0, friction_velocity)
     aba(t, d, d.tau_total, d.diag, qdd)
 
 

@@ -26,6 +26,7 @@ import re
 import numpy as np
 
 from ..model.errors import ModelError
+from ..model.transforms import axis_angle_to_matrix, make_transform
 
 # -- tokens ----------------------------------------------------------------------------
 _TOKEN_RE = re.compile(r"""
@@ -251,23 +252,12 @@ def rotation_matrix(rotation, where: str = "") -> np.ndarray:
     n = np.linalg.norm(axis)
     if not np.isfinite(n) or n < 1e-12:
         raise ModelError(f"{where}: rotation {r.tolist()}: expected a non-zero rotation axis")
-    x, y, z = axis / n
-    c, s = np.cos(angle), np.sin(angle)
-    C = 1.0 - c
-    return np.array([[c + x * x * C, x * y * C - z * s, x * z * C + y * s],
-                     [y * x * C + z * s, c + y * y * C, y * z * C - x * s],
-                     [z * x * C - y * s, z * y * C + x * s, c + z * z * C]])
+    return axis_angle_to_matrix(axis / n, angle)
 
 
 def transform_matrix(node: Node) -> np.ndarray:
     """A Transform's 4x4 matrix: T * C * R * SR * S * SR^-1 * C^-1 (VRML97 6.52)."""
-    def mat(R=None, p=None):
-        M = np.eye(4)
-        if R is not None:
-            M[:3, :3] = R
-        if p is not None:
-            M[:3, 3] = p
-        return M
+    mat = make_transform
     where = node.where
     t = np.asarray(node.get("translation", (0, 0, 0)), dtype=float)
     c = np.asarray(node.get("center", (0, 0, 0)), dtype=float)
