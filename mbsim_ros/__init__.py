@@ -12,7 +12,8 @@ from .formats import load_model, to_urdf
 # The dynamics layer imports numba (about half a second); loaders and the CLI's help do not
 # need it, so its names are imported on first use.
 _DYNAMICS = ("Simulation", "center_of_mass", "forward_dynamics", "frame_jacobian", "integrate",
-             "inverse_dynamics", "link_transforms", "link_velocities", "mass_matrix")
+             "inverse_dynamics", "link_accelerations", "link_transforms", "link_velocities",
+             "mass_matrix")
 
 
 def __getattr__(name):
@@ -27,6 +28,6 @@ __version__ = "0.1.0"
 __all__ = [
     "Frame", "Joint", "Link", "LoopConstraint", "Model", "ModelError", "Sensor", "Shape",
     "SimulationError", "load_model", "to_urdf", "Simulation", "center_of_mass",
-    "forward_dynamics", "frame_jacobian", "integrate", "inverse_dynamics", "link_transforms",
+    "forward_dynamics", "frame_jacobian", "integrate", "inverse_dynamics", "link_accelerations", "link_transforms",
     "link_velocities", "mass_matrix",
 ]

@@ -1,9 +1,9 @@
 """Rigid-body dynamics in generalized coordinates: compiled models, numba kernels, Simulation.
 Imports only model/."""
 from .api import (center_of_mass, forward_dynamics, frame_jacobian, integrate, inverse_dynamics,
-                  link_transforms, link_velocities, mass_matrix)
+                  link_accelerations, link_transforms, link_velocities, mass_matrix)
 from .compiled import compile_models
 from .simulation import Simulation
 
 __all__ = ["Simulation", "center_of_mass", "compile_models", "forward_dynamics", "frame_jacobian",
-           "integrate", "inverse_dynamics", "link_transforms", "link_velocities", "mass_matrix"]
+           "integrate", "inverse_dynamics", "link_accelerations", "link_transforms", "link_velocities", "mass_matrix"]

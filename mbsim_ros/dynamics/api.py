@@ -102,6 +102,28 @@ def link_velocities(model, q, v):
     return out
 
 
+def link_accelerations(model, q, v, qdd):
+    """{link name: 6-vector}: the classical (not spatial) world-frame linear acceleration of the
+    link origin, then the link's angular acceleration in the world frame; gravity not included."""
+    c, df, d = compiled_for(model)
+    kernels.accelerations_kernel(c.tf, c.ti, df, as_vector(q, c.nq, "q"), as_vector(v, c.nv, "v"),
+                                 as_vector(qdd, c.nv, "qdd"))
+    out = {}
+    for k, name in enumerate(c.link_names):
+        b = c.tree.link_body[k]
+        if b < 0:
+            out[name] = np.zeros(6)
+            continue
+        # body frame: a_origin = a_spatial + w x v; at r: + alpha x r + w x (w x r)
+        v_lin, w = d.vel[b, :3], d.vel[b, 3:]
+        a_lin, alpha = d.acc[b, :3], d.acc[b, 3:]
+        r = c.tree.link_p[k]
+        a_point = a_lin + np.cross(w, v_lin) + np.cross(alpha, r) + np.cross(w, np.cross(w, r))
+        R = d.Rw[b]
+        out[name] = np.concatenate([R @ a_point, R @ alpha])
+    return out
+
+
 def frame_jacobian(model, q, link, point=(0.0, 0.0, 0.0)):
     """6 x nv Jacobian of a point fixed to `link` (coordinates in the link frame): rows 0-2 map
     v to the point's world-frame linear velocity, rows 3-5 to the link's world angular velocity."""

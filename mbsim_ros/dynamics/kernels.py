@@ -413,14 +413,10 @@ def aba(t, d, tau, diag, qdd):
 
 # ------------------------------------------------------------------------------- RNEA ---
 @kernel
-def rnea(t, d, qdd, tau):
-    """Inverse dynamics after velocity_kinematics: tau = M qdd + h(q, v) (armature included)."""
-    nb = t.parent.shape[0]
-    g = t.gravity
-    a0 = d.t6b
-    a0[0], a0[1], a0[2], a0[3], a0[4], a0[5] = -g[0], -g[1], -g[2], 0.0, 0.0, 0.0
-    tmp = d.t6a
-    for i in range(nb):
+def body_accelerations(t, d, qdd, a0):
+    """d.acc: body spatial accelerations for qdd, after velocity_kinematics; a0 is the world's
+    acceleration ((-g, 0) folds gravity in, as RNEA and ABA do; zero gives true accelerations)."""
+    for i in range(t.parent.shape[0]):
         p = t.parent[i]
         acc = d.acc[i]
         _mv6(d.X[i], a0 if p < 0 else d.acc[p], acc)
@@ -431,7 +427,19 @@ def rnea(t, d, qdd, tau):
             for k in range(t.nvb[i]):
                 s += S[a, k] * qdd[iv + k]
             acc[a] += s
-        _inertia_times_motion(t.mass[i], t.h[i], t.Io[i], acc, d.f[i])
+
+
+@kernel
+def rnea(t, d, qdd, tau):
+    """Inverse dynamics after velocity_kinematics: tau = M qdd + h(q, v) (armature included)."""
+    nb = t.parent.shape[0]
+    g = t.gravity
+    a0 = d.t6b
+    a0[0], a0[1], a0[2], a0[3], a0[4], a0[5] = -g[0], -g[1], -g[2], 0.0, 0.0, 0.0
+    body_accelerations(t, d, qdd, a0)
+    tmp = d.t6a
+    for i in range(nb):
+        _inertia_times_motion(t.mass[i], t.h[i], t.Io[i], d.acc[i], d.f[i])
         _inertia_times_motion(t.mass[i], t.h[i], t.Io[i], d.vel[i], tmp)
         _cross_force_add(d.vel[i], tmp, d.f[i])
         for a in range(6):
@@ -743,6 +751,18 @@ def kinematics_kernel(tf, ti, df, q, v):
     d, _ = carve_data(df, ti)
     velocity_kinematics(t, d, q, v)
     link_poses(t, d)
+
+
+@kernel
+def accelerations_kernel(tf, ti, df, q, v, qdd):
+    """Link poses, body velocities and true body accelerations (no gravity offset)."""
+    t, _, _ = carve_tree(tf, ti)
+    d, _ = carve_data(df, ti)
+    velocity_kinematics(t, d, q, v)
+    link_poses(t, d)
+    for a in range(6):
+        d.t6b[a] = 0.0
+    body_accelerations(t, d, qdd, d.t6b)
 
 
 @kernel

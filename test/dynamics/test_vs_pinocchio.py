@@ -66,3 +66,19 @@ def test_link_transforms_and_jacobians_match_pinocchio():
             Jp = pin.getFrameJacobian(pm, pd, fid, pin.ReferenceFrame.LOCAL_WORLD_ALIGNED)
             assert close(J, Jp)
             assert close(vel[link.name], Jp @ v)
+
+
+def test_link_accelerations_match_pinocchio_classical_accelerations():
+    rng = np.random.default_rng(12)
+    model = random_tree(rng, n_links=14)
+    pm = to_pinocchio(model)
+    pd = pm.createData()
+    for _ in range(20):
+        q, v, qdd = random_state(rng, model)
+        pin.forwardKinematics(pm, pd, q, v, qdd)
+        pin.updateFramePlacements(pm, pd)
+        acc = mb.link_accelerations(model, q, v, qdd)
+        for link in model.links:
+            fid = pm.getFrameId(link.name)
+            ref = pin.getFrameClassicalAcceleration(pm, pd, fid, pin.ReferenceFrame.LOCAL_WORLD_ALIGNED)
+            assert close(acc[link.name], np.concatenate([ref.linear, ref.angular]))
