@@ -615,6 +615,16 @@ def _first_nonfinite(t, q, v):
 
 
 @kernel
+def _restore_if_nonfinite(t, d, q, v):
+    """After a step: the first non-finite DOF (state restored to before the step), or -1."""
+    bad = _first_nonfinite(t, q, v)
+    if bad >= 0:
+        q[:] = d.q_prev
+        v[:] = d.v_prev
+    return bad
+
+
+@kernel
 def _passive_implicit(t, d, q, v, tau, dt, friction_velocity):
     """DART's implicit joint springs and dampers: tau_total = tau - K(q - q_rest + dt v) - D v,
     articulated diagonal += dt D + dt^2 K (dt = 0: explicit). Coulomb friction is regularized
@@ -651,10 +661,8 @@ def _step_semi_implicit_euler(t, d, q, v, tau, dt, nsteps, friction_velocity):
         for j in range(v.shape[0]):
             v[j] += dt * d.qdd[j]
         integrate(t, q, v, dt, q)
-        bad = _first_nonfinite(t, q, v)
+        bad = _restore_if_nonfinite(t, d, q, v)
         if bad >= 0:
-            q[:] = d.q_prev
-            v[:] = d.v_prev
             return s, bad
     return nsteps, -1
 
@@ -696,10 +704,8 @@ def _step_rk4(t, d, q, v, tau, dt, nsteps, friction_velocity):
         integrate(t, q, d.v_sum, dt, q)
         for j in range(nv):
             v[j] += dt * d.a_sum[j]
-        bad = _first_nonfinite(t, q, v)
+        bad = _restore_if_nonfinite(t, d, q, v)
         if bad >= 0:
-            q[:] = d.q_prev
-            v[:] = d.v_prev
             return s, bad
     return nsteps, -1
 
