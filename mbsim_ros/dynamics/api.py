@@ -85,21 +85,25 @@ def transforms_dict(c, d):
     return out
 
 
+def _per_moving_link(c, d, value):
+    """{link name: value(k, b, R)} for links on a moving body b with world rotation R; zeros
+    for links welded to the world."""
+    out = {}
+    for k, name in enumerate(c.link_names):
+        b = c.tree.link_body[k]
+        out[name] = np.zeros(6) if b < 0 else value(k, b, d.Rw[b])
+    return out
+
+
 def link_velocities(model, q, v):
     """{link name: 6-vector}: the world-frame linear velocity of the link origin, then the
     link's angular velocity in the world frame."""
     c, d = _kinematics(model, q, v)
-    out = {}
-    for k, name in enumerate(c.link_names):
-        b = c.tree.link_body[k]
-        if b < 0:
-            out[name] = np.zeros(6)
-            continue
-        R = d.Rw[b]
+
+    def velocity(k, b, R):
         w = R @ d.vel[b, 3:]
-        lin = R @ d.vel[b, :3] + np.cross(w, d.link_p[k] - d.pw[b])
-        out[name] = np.concatenate([lin, w])
-    return out
+        return np.concatenate([R @ d.vel[b, :3] + np.cross(w, d.link_p[k] - d.pw[b]), w])
+    return _per_moving_link(c, d, velocity)
 
 
 def link_accelerations(model, q, v, qdd):
@@ -108,20 +112,15 @@ def link_accelerations(model, q, v, qdd):
     c, df, d = compiled_for(model)
     kernels.accelerations_kernel(c.tf, c.ti, df, as_vector(q, c.nq, "q"), as_vector(v, c.nv, "v"),
                                  as_vector(qdd, c.nv, "qdd"))
-    out = {}
-    for k, name in enumerate(c.link_names):
-        b = c.tree.link_body[k]
-        if b < 0:
-            out[name] = np.zeros(6)
-            continue
+
+    def acceleration(k, b, R):
         # body frame: a_origin = a_spatial + w x v; at r: + alpha x r + w x (w x r)
         v_lin, w = d.vel[b, :3], d.vel[b, 3:]
         a_lin, alpha = d.acc[b, :3], d.acc[b, 3:]
         r = c.tree.link_p[k]
         a_point = a_lin + np.cross(w, v_lin) + np.cross(alpha, r) + np.cross(w, np.cross(w, r))
-        R = d.Rw[b]
-        out[name] = np.concatenate([R @ a_point, R @ alpha])
-    return out
+        return np.concatenate([R @ a_point, R @ alpha])
+    return _per_moving_link(c, d, acceleration)
 
 
 def frame_jacobian(model, q, link, point=(0.0, 0.0, 0.0)):

@@ -4,14 +4,143 @@ Featherstone's algorithms in body coordinates with linear-first spatial vectors:
 (v, w) is the velocity of the body-frame origin and the angular velocity, force (f, n) the
 force and the moment about the body-frame origin. X[i] is the motion transform from the
 parent body's coordinates to body i's. Gravity enters as the world's acceleration a0 = (-g, 0).
-Nothing here allocates: every array lives in Data.
+Nothing here allocates: every array lives in Data. This module holds everything numba
+compiles, buffer layouts included, so that editing any of it invalidates numba's cache.
 """
 import math
+from collections import namedtuple
 
-import numpy as np
 from numba import njit
 
-from .compiled import FREE, HELICAL, PRISMATIC, REVOLUTE, SPHERICAL, carve_data, carve_tree
+# Elementary body types (compiled.py maps every Model joint type onto them).
+REVOLUTE, PRISMATIC, HELICAL, SPHERICAL, FREE = 1, 2, 3, 4, 5
+
+# What the kernels read; every array is contiguous and typed.
+Tree = namedtuple("Tree", [
+    "parent",      # int64[nb]   parent body, -1 = world
+    "jtype",       # int64[nb]   REVOLUTE ... FREE
+    "iq", "iv",    # int64[nb]   first coordinate / velocity index
+    "nvb",         # int64[nb]   DOFs of the body
+    "axis",        # f8[nb,3]    joint axis (body frame)
+    "hpitch",      # f8[nb]      helical: translation per radian
+    "R0", "p0",    # f8[nb,3,3], f8[nb,3]: joint placement in the parent body frame
+    "S",           # f8[nb,6,6]  motion subspace columns (first nvb used), body frame
+    "mass", "h", "Io",  # f8[nb], f8[nb,3], f8[nb,3,3]: mass, first moment m*c, inertia about the body origin
+    "armature", "damping", "stiffness", "rest", "friction",  # f8[nv]
+    "link_body",   # int64[nl]   body carrying each Model link, -1 = world (welded)
+    "link_R", "link_p",  # f8[nl,3,3], f8[nl,3]: link frame in its body frame
+    "gravity",     # f8[3]
+])
+
+# Workspace the kernels write into: allocated once per Simulation (the mjData of this project).
+Data = namedtuple("Data", [
+    "Rr", "pr",    # body pose in its parent body frame
+    "Rw", "pw",    # body pose in the world
+    "X",           # motion transform parent -> body
+    "vel", "cb", "acc",  # body velocity, velocity-product acceleration, acceleration (body frame)
+    "IA", "pA",    # articulated inertia and bias force
+    "U", "Dinv", "u",  # per body: IA S, (S^T IA S + diag)^-1, tau - S^T pA
+    "f",           # body forces (RNEA) / composite inertias use IA
+    "fext",        # external force on each body (body frame, about its origin)
+    "M", "qdd", "tau_total", "diag",
+    "t6a", "t6b", "T66", "T66b", "UDi",  # scratch
+    "link_R", "link_p",  # world link poses
+    "q_prev", "v_prev",
+    "k_v", "k_a", "q_stage", "v_stage", "v_sum", "a_sum",  # RK4 stages
+])
+
+
+def tree_sizes(nb, nv, nl):
+    """(float, int) buffer lengths that carve_tree lays out (checked against it at compile)."""
+    return nb * 65 + 5 * nv + 12 * nl + 3, 4 + 5 * nb + nl
+
+
+def data_size(nb, nv, nq, nl):
+    """Float buffer length that carve_data lays out."""
+    return nb * 210 + nv * nv + 15 * nv + 2 * nq + 12 * nl + 120
+
+
+@njit(cache=True, nogil=True)
+def carve_tree(tf, ti):
+    """The Tree as views into one float and one int buffer (header ti[:4] = nb, nv, nl, nq).
+
+    Kernels take the buffers, not the namedtuple: numba types a tuple of ~25 arrays on its
+    slow path (microseconds per call), three buffers on its fast one."""
+    nb, nv, nl = ti[0], ti[1], ti[2]
+    o = 0
+    axis = tf[o:o + 3 * nb].reshape((nb, 3)); o += 3 * nb
+    hpitch = tf[o:o + nb]; o += nb
+    R0 = tf[o:o + 9 * nb].reshape((nb, 3, 3)); o += 9 * nb
+    p0 = tf[o:o + 3 * nb].reshape((nb, 3)); o += 3 * nb
+    S = tf[o:o + 36 * nb].reshape((nb, 6, 6)); o += 36 * nb
+    mass = tf[o:o + nb]; o += nb
+    h = tf[o:o + 3 * nb].reshape((nb, 3)); o += 3 * nb
+    Io = tf[o:o + 9 * nb].reshape((nb, 3, 3)); o += 9 * nb
+    armature = tf[o:o + nv]; o += nv
+    damping = tf[o:o + nv]; o += nv
+    stiffness = tf[o:o + nv]; o += nv
+    rest = tf[o:o + nv]; o += nv
+    friction = tf[o:o + nv]; o += nv
+    link_R = tf[o:o + 9 * nl].reshape((nl, 3, 3)); o += 9 * nl
+    link_p = tf[o:o + 3 * nl].reshape((nl, 3)); o += 3 * nl
+    gravity = tf[o:o + 3]; o += 3
+    k = 4
+    parent = ti[k:k + nb]; k += nb
+    jtype = ti[k:k + nb]; k += nb
+    iq = ti[k:k + nb]; k += nb
+    iv = ti[k:k + nb]; k += nb
+    nvb = ti[k:k + nb]; k += nb
+    link_body = ti[k:k + nl]; k += nl
+    tree = Tree(parent, jtype, iq, iv, nvb, axis, hpitch, R0, p0, S, mass, h, Io, armature,
+                damping, stiffness, rest, friction, link_body, link_R, link_p, gravity)
+    return tree, o, k
+
+
+@njit(cache=True, nogil=True)
+def carve_data(df, ti):
+    """The Data workspace as views into one float buffer (sizes from the Tree header ti)."""
+    nb, nv, nl, nq = ti[0], ti[1], ti[2], ti[3]
+    o = 0
+    Rr = df[o:o + 9 * nb].reshape((nb, 3, 3)); o += 9 * nb
+    pr = df[o:o + 3 * nb].reshape((nb, 3)); o += 3 * nb
+    Rw = df[o:o + 9 * nb].reshape((nb, 3, 3)); o += 9 * nb
+    pw = df[o:o + 3 * nb].reshape((nb, 3)); o += 3 * nb
+    X = df[o:o + 36 * nb].reshape((nb, 6, 6)); o += 36 * nb
+    vel = df[o:o + 6 * nb].reshape((nb, 6)); o += 6 * nb
+    cb = df[o:o + 6 * nb].reshape((nb, 6)); o += 6 * nb
+    acc = df[o:o + 6 * nb].reshape((nb, 6)); o += 6 * nb
+    IA = df[o:o + 36 * nb].reshape((nb, 6, 6)); o += 36 * nb
+    pA = df[o:o + 6 * nb].reshape((nb, 6)); o += 6 * nb
+    U = df[o:o + 36 * nb].reshape((nb, 6, 6)); o += 36 * nb
+    Dinv = df[o:o + 36 * nb].reshape((nb, 6, 6)); o += 36 * nb
+    u = df[o:o + 6 * nb].reshape((nb, 6)); o += 6 * nb
+    f = df[o:o + 6 * nb].reshape((nb, 6)); o += 6 * nb
+    fext = df[o:o + 6 * nb].reshape((nb, 6)); o += 6 * nb
+    M = df[o:o + nv * nv].reshape((nv, nv)); o += nv * nv
+    qdd = df[o:o + nv]; o += nv
+    tau_total = df[o:o + nv]; o += nv
+    diag = df[o:o + nv]; o += nv
+    t6a = df[o:o + 6]; o += 6
+    t6b = df[o:o + 6]; o += 6
+    T66 = df[o:o + 36].reshape((6, 6)); o += 36
+    T66b = df[o:o + 36].reshape((6, 6)); o += 36
+    UDi = df[o:o + 36].reshape((6, 6)); o += 36
+    link_R = df[o:o + 9 * nl].reshape((nl, 3, 3)); o += 9 * nl
+    link_p = df[o:o + 3 * nl].reshape((nl, 3)); o += 3 * nl
+    q_prev = df[o:o + nq]; o += nq
+    v_prev = df[o:o + nv]; o += nv
+    k_v = df[o:o + 4 * nv].reshape((4, nv)); o += 4 * nv
+    k_a = df[o:o + 4 * nv].reshape((4, nv)); o += 4 * nv
+    q_stage = df[o:o + nq]; o += nq
+    v_stage = df[o:o + nv]; o += nv
+    v_sum = df[o:o + nv]; o += nv
+    a_sum = df[o:o + nv]; o += nv
+    data = Data(Rr, pr, Rw, pw, X, vel, cb, acc, IA, pA, U, Dinv, u, f, fext, M, qdd, tau_total,
+                diag, t6a, t6b, T66, T66b, UDi, link_R, link_p, q_prev, v_prev, k_v, k_a,
+                q_stage, v_stage, v_sum, a_sum)
+    return data, o
+
+
 
 kernel = njit(cache=True, nogil=True, error_model="numpy")
 # small helpers are inlined into their callers so that numba can drop the reference counting

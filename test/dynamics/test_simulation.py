@@ -44,6 +44,11 @@ def test_models_with_different_gravity_are_refused():
         mb.Simulation([body("a"), body("b", gravity=(0, 0, -1.6))])
 
 
+def test_link_names_repeated_across_models_are_refused():
+    with pytest.raises(ModelError, match="'a_link' appears in two of the models"):
+        mb.Simulation([body("a"), body("a")])
+
+
 def test_gravity_set_before_construction_is_used():
     m = body("a")
     m.gravity = np.array([0.0, 0.0, -1.62])
