@@ -1,5 +1,8 @@
 """Rigid-body dynamics in generalized coordinates: compiled models, numba kernels, Simulation.
 Imports only model/."""
+from .._kernel_cache import drop_stale_kernel_caches
+
+drop_stale_kernel_caches()   # before any kernel module loads its cache
 from .api import (center_of_mass, forward_dynamics, frame_jacobian, integrate, inverse_dynamics,
                   link_accelerations, link_transforms, link_velocities, mass_matrix)
 from .compiled import compile_models

@@ -11,8 +11,7 @@ Because bodies are created in the Model's depth-first joint order and each takes
 coordinates in order, body coordinate offsets equal the Model's q_index/v_index.
 
 Spatial vectors are linear-first: motion (v, w), force (f, n), in body coordinates. The
-buffer layouts (Tree, Data) live in kernels.py with everything else numba compiles: numba's
-cache is invalidated per source file, so a layout kept elsewhere could go stale under it.
+buffer layouts (Tree, Data) live in kernels.py, next to the kernels that carve them.
 """
 from __future__ import annotations
 

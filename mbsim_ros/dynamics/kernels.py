@@ -4,8 +4,9 @@ Featherstone's algorithms in body coordinates with linear-first spatial vectors:
 (v, w) is the velocity of the body-frame origin and the angular velocity, force (f, n) the
 force and the moment about the body-frame origin. X[i] is the motion transform from the
 parent body's coordinates to body i's. Gravity enters as the world's acceleration a0 = (-g, 0).
-Nothing here allocates: every array lives in Data. This module holds everything numba
-compiles, buffer layouts included, so that editing any of it invalidates numba's cache.
+Nothing here allocates: every array lives in Data. Kernels in other files call these;
+mbsim_ros/_kernel_cache.py drops every cached kernel when any numba source changes, so a
+cached caller never runs with a stale layout.
 """
 import math
 from collections import namedtuple
