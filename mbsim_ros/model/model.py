@@ -50,6 +50,8 @@ class Shape:
     `radius` and `length` along the shape frame's z axis (cone apex at +length/2);
     plane: the shape frame's xy plane, normal +z; mesh: `vertices` (n, 3) and `faces` (m, 3)
     already scaled, or `mesh_path` with `scale` when the file could not be read.
+    Contact material (collision shapes): Coulomb `friction` (a pair uses the smaller of its
+    two) and `restitution` (a pair uses the product), DART's defaults.
     """
     kind: str
     pose: np.ndarray = field(default_factory=lambda: np.eye(4))
@@ -62,6 +64,8 @@ class Shape:
     mesh_path: Optional[str] = None
     scale: np.ndarray = field(default_factory=lambda: np.ones(3))
     name: str = ""
+    friction: float = 1.0
+    restitution: float = 0.0
 
     def __post_init__(self):
         if self.kind not in SHAPE_KINDS:
@@ -74,13 +78,19 @@ class Shape:
 
 @dataclass
 class Link:
-    """A rigid body: mass, center of mass and inertia about the center of mass, in the link frame."""
+    """A rigid body: mass, center of mass and inertia about the center of mass, in the link frame.
+
+    Collision filtering (Chrono's families): the link belongs to `collision_family` (0-15) and
+    collides with the families whose bits are set in `collision_mask`; a pair of links
+    collides only when each one's mask has the other's family."""
     name: str
     mass: float = 0.0
     com: np.ndarray = field(default_factory=lambda: np.zeros(3))
     inertia: np.ndarray = field(default_factory=lambda: np.zeros((3, 3)))
     visuals: list = field(default_factory=list)
     collisions: list = field(default_factory=list)
+    collision_family: int = 0
+    collision_mask: int = 0xFFFF
 
     def __post_init__(self):
         self.com = _vec(self.com, 3, f"link {self.name!r} com")
@@ -122,6 +132,7 @@ class Joint:
     q0: Optional[np.ndarray] = None
     v0: Optional[np.ndarray] = None
     params: dict = field(default_factory=dict)   # the source format's raw fields, by their names
+    locked: bool = False          # held at its initial position by the constraint solver
     # filled by Model.finalize()
     q_index: int = -1
     v_index: int = -1
@@ -262,6 +273,7 @@ class Model:
         self.frames: list[Frame] = []
         self.sensors: list[Sensor] = []
         self.constraints: list[LoopConstraint] = []
+        self.self_collision = False           # whether this model's moving links collide with each other
         self.source: Optional[str] = None     # the file it was loaded from
         self.warnings: list[str] = []
         self._finalized = False
