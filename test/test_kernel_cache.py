@@ -1,28 +1,36 @@
-"""Cached numba kernels are dropped when any numba source of the package changes."""
-from mbsim_ros._kernel_cache import drop_stale_kernel_caches
+"""Cached numba kernels live in a directory per version of the package's numba sources."""
+import numba
+
+import mbsim_ros.dynamics.kernels as kernels
+from mbsim_ros._kernel_cache import KEEP, kernel_cache, sources_digest
 
 
-def test_caches_survive_until_a_numba_source_changes(tmp_path):
+def test_the_cache_directory_follows_the_numba_sources_only(tmp_path):
     (tmp_path / "sub").mkdir()
-    kernels = tmp_path / "sub" / "kernels.py"
-    kernels.write_text("import numba\n")
+    kernels_py = tmp_path / "sub" / "kernels.py"
+    kernels_py.write_text("import numba\n")
     (tmp_path / "plain.py").write_text("x = 1\n")
-    cache = tmp_path / "sub" / "__pycache__"
-    cache.mkdir()
-    cached = [cache / "kernels.step-1.py311.nbi", cache / "kernels.step-1.py311.1.nbc"]
-    for f in cached:
-        f.write_bytes(b"old")
+    with kernel_cache(tmp_path) as first:
+        assert numba.config.CACHE_DIR == str(first)
+    assert numba.config.CACHE_DIR != str(first)          # restored afterwards
+    (tmp_path / "plain.py").write_text("x = 2\n")         # no numba in it: same cache
+    with kernel_cache(tmp_path) as same:
+        assert same == first
+    kernels_py.write_text("import numba\n# edited\n")     # a numba source changed: a new cache
+    with kernel_cache(tmp_path) as second:
+        assert second != first and second.name == sources_digest(tmp_path)
 
-    drop_stale_kernel_caches(tmp_path)          # first run: no stamp, so nothing is trusted
-    assert not any(f.exists() for f in cached)
 
-    for f in cached:
-        f.write_bytes(b"new")
-    drop_stale_kernel_caches(tmp_path)          # nothing changed: caches kept
-    (tmp_path / "plain.py").write_text("x = 2\n")
-    drop_stale_kernel_caches(tmp_path)          # a file without numba changed: caches kept
-    assert all(f.exists() for f in cached)
+def test_old_cache_directories_are_pruned_to_a_few(tmp_path):
+    (tmp_path / "k.py").write_text("import numba\n")
+    with kernel_cache(tmp_path) as current:
+        root = current.parent
+    for k in range(KEEP + 3):
+        (root / f"old{k}").mkdir(parents=True)
+    with kernel_cache(tmp_path):
+        pass
+    assert len([d for d in root.iterdir() if d.is_dir()]) <= KEEP + 1
 
-    kernels.write_text("import numba\n# edited\n")
-    drop_stale_kernel_caches(tmp_path)          # a numba source changed: caches dropped
-    assert not any(f.exists() for f in cached)
+
+def test_the_package_kernels_cache_under_their_source_version():
+    assert sources_digest() in kernels.aba._cache._cache_path    # numba's cache locator

@@ -1,12 +1,12 @@
 """Rigid-body dynamics in generalized coordinates: compiled models, numba kernels, Simulation.
 Imports only model/."""
-from .._kernel_cache import drop_stale_kernel_caches
+from .._kernel_cache import kernel_cache
 
-drop_stale_kernel_caches()   # before any kernel module loads its cache
-from .api import (center_of_mass, forward_dynamics, frame_jacobian, integrate, inverse_dynamics,
-                  link_accelerations, link_transforms, link_velocities, mass_matrix)
-from .compiled import compile_models
-from .simulation import Simulation
+with kernel_cache():     # every kernel module is imported here, under this source version's cache
+    from .api import (center_of_mass, forward_dynamics, frame_jacobian, integrate, inverse_dynamics,
+                      link_accelerations, link_transforms, link_velocities, mass_matrix)
+    from .compiled import compile_models
+    from .simulation import Simulation
 
 __all__ = ["Simulation", "center_of_mass", "compile_models", "forward_dynamics", "frame_jacobian",
            "integrate", "inverse_dynamics", "link_accelerations", "link_transforms", "link_velocities", "mass_matrix"]
