@@ -777,85 +777,8 @@ def _passive_implicit(t, d, q, v, tau, dt, friction_velocity):
             d.diag[j] = dg
 
 
-@kernel
-def _step_semi_implicit_euler(t, d, q, v, tau, dt, nsteps, friction_velocity):
-    """nsteps of: qdd = ABA(q, v, tau + implicit passive forces); v += dt qdd; q = q (+) v dt.
-    Returns (steps done, first non-finite DOF or -1); on a blow-up the state before the
-    failing step is restored."""
-    for s in range(nsteps):
-        d.q_prev[:] = q
-        d.v_prev[:] = v
-        velocity_kinematics(t, d, q, v)
-        _passive_implicit(t, d, q, v, tau, dt, friction_velocity)
-        aba(t, d, d.tau_total, d.diag, d.qdd)
-        for j in range(v.shape[0]):
-            v[j] += dt * d.qdd[j]
-        integrate(t, q, v, dt, q)
-        bad = _restore_if_nonfinite(t, d, q, v)
-        if bad >= 0:
-            return s, bad
-    return nsteps, -1
-
-
-@kernel
-def _explicit_accel(t, d, q, v, tau, friction_velocity, qdd):
-    """qdd with the passive forces explicit (the implicit form at dt = 0)."""
-    velocity_kinematics(t, d, q, v)
-    _passive_implicit(t, d, q, v, tau, 0.0, friction_velocity)
-    aba(t, d, d.tau_total, d.diag, qdd)
-
-
-@kernel
-def _step_rk4(t, d, q, v, tau, dt, nsteps, friction_velocity):
-    """Classical RK4 with stage positions q (+) c dt v_k on the manifold (as MuJoCo's RK4);
-    passive forces explicit. Returns (steps done, first non-finite DOF or -1)."""
-    nv = v.shape[0]
-    c = (0.0, 0.5, 0.5, 1.0)
-    w = (1.0 / 6.0, 1.0 / 3.0, 1.0 / 3.0, 1.0 / 6.0)
-    for s in range(nsteps):
-        d.q_prev[:] = q
-        d.v_prev[:] = v
-        for k in range(4):
-            if k == 0:
-                d.q_stage[:] = q
-                d.v_stage[:] = v
-            else:
-                for j in range(nv):
-                    d.v_stage[j] = v[j] + c[k] * dt * d.k_a[k - 1, j]
-                integrate(t, q, d.k_v[k - 1], c[k] * dt, d.q_stage)
-            d.k_v[k, :] = d.v_stage
-            _explicit_accel(t, d, d.q_stage, d.v_stage, tau, friction_velocity, d.k_a[k])
-        for j in range(nv):
-            d.v_sum[j] = 0.0
-            d.a_sum[j] = 0.0
-            for k in range(4):
-                d.v_sum[j] += w[k] * d.k_v[k, j]
-                d.a_sum[j] += w[k] * d.k_a[k, j]
-        integrate(t, q, d.v_sum, dt, q)
-        for j in range(nv):
-            v[j] += dt * d.a_sum[j]
-        bad = _restore_if_nonfinite(t, d, q, v)
-        if bad >= 0:
-            return s, bad
-    return nsteps, -1
-
-
 # ------------------------------------------------------------ entry points from Python ---
 # Each takes the compiled buffers (tf, ti) and the workspace buffer df: one fast dispatch.
-@kernel
-def step_semi_implicit_euler(tf, ti, df, q, v, tau, dt, nsteps, friction_velocity):
-    t, _, _ = carve_tree(tf, ti)
-    d, _ = carve_data(df, ti)
-    return _step_semi_implicit_euler(t, d, q, v, tau, dt, nsteps, friction_velocity)
-
-
-@kernel
-def step_rk4(tf, ti, df, q, v, tau, dt, nsteps, friction_velocity):
-    t, _, _ = carve_tree(tf, ti)
-    d, _ = carve_data(df, ti)
-    return _step_rk4(t, d, q, v, tau, dt, nsteps, friction_velocity)
-
-
 @kernel
 def forward_dynamics_kernel(tf, ti, df, q, v, tau, qdd):
     t, _, _ = carve_tree(tf, ti)

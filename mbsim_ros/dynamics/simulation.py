@@ -1,15 +1,31 @@
 """Simulation: compiled models plus a mutable state, stepped by one numba call per step()."""
+import warnings
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..model import Model, SimulationError
 from . import kernels
 from .api import transforms_dict
+from .collision import compile_geoms
 from .compiled import compile_models
+from .constraints import (CONTACT_LCP, OPTIONS_DEFAULTS, STAT_DROPPED, STAT_FAILURES, STAT_FALLBACKS,
+                          STAT_NCON, STAT_ROWS, STAT_STATUS, ConstraintSet, options_array)
+from .step import step_rk4, step_semi_implicit_euler
 
-INTEGRATORS = {
-    "semi-implicit-euler": kernels.step_semi_implicit_euler,
-    "rk4": kernels.step_rk4,
-}
+INTEGRATORS = {"semi-implicit-euler": step_semi_implicit_euler, "rk4": step_rk4}
+
+
+@dataclass
+class Contact:
+    """One contact of the last step, world frame: `force` acts on `link_a` at `point` (link_b
+    gets its opposite); `normal` points from link_b into link_a; `depth` is the penetration."""
+    link_a: str
+    link_b: str
+    point: np.ndarray
+    normal: np.ndarray
+    force: np.ndarray
+    depth: float
 
 
 class Simulation:
@@ -17,13 +33,23 @@ class Simulation:
 
     With several models, q, v and tau concatenate theirs in the order given. State starts at
     the models' initial q and v; gravity comes from the first model's `gravity` (all models
-    must agree). Joint springs and dampers are integrated implicitly (DART) by the
-    semi-implicit Euler integrator and explicitly by RK4; Coulomb joint friction is a
-    damper regularized below `friction_velocity` (exact stiction needs the constraint solver).
+    must agree). The semi-implicit Euler integrator (DART's step) integrates joint springs and
+    dampers implicitly and enforces contacts, joint limits, velocity and effort limits, locked
+    joints and loop closures with a boxed LCP (constraints.py). RK4 integrates smooth forces
+    only: it takes penalty contact and refuses worlds with constraints.
+
+    contact: "lcp" (DART's velocity-level contact), "penalty" (Chrono SMC-style spring-damper),
+    "none", or None for what the models ask (Model.contact_method), else "lcp".
+    max_contacts: contacts the LCP takes per step (the deepest; the rest are counted in stats()).
+    Solver options, with DART's defaults: erp 0.01, max_erv 1e-3 m/s and cfm 1e-5 for contacts;
+    joint_erp 0.2 for limits, locks and loops; bounce_velocity 0.1 m/s (restitution applies
+    above it); contact_margin 0 m; contact_stiffness 1e5 N/m and contact_damping 1e3 N s/m
+    (penalty contact per point); friction_velocity 1e-3 (regularized Coulomb friction, joints
+    and penalty contact); pgs_iterations 30, pgs_tolerance 1e-6 (the LCP's fallback).
     """
 
     def __init__(self, models, dt: float = 0.001, integrator: str = "semi-implicit-euler",
-                 friction_velocity: float = 1e-3):
+                 contact=None, max_contacts: int = 64, **solver_options):
         self.models = [models] if isinstance(models, Model) else list(models)
         if not self.models:
             raise ValueError("Simulation needs at least one model")
@@ -31,17 +57,46 @@ class Simulation:
             raise ValueError(f"dt must be a positive number of seconds, got {dt}")
         if integrator not in INTEGRATORS:
             raise ValueError(f"integrator {integrator!r}: expected one of {', '.join(INTEGRATORS)}")
+        if contact is None:
+            contact = next((m.contact_method for m in self.models if m.contact_method), "lcp")
         self.dt = float(dt)
         self.integrator = integrator
-        self.friction_velocity = float(friction_velocity)
+        self.contact = contact
+        self._options = options_array(contact_method=contact, **solver_options)
+        self.options = dict(OPTIONS_DEFAULTS, contact_method=contact, **solver_options)
         self._step_kernel = INTEGRATORS[integrator]
         self.compiled = compile_models(self.models)
         self._df, self._data = self.compiled.new_data()
+        self.geoms = compile_geoms(self.models, self.compiled)
+        self._cf, self._ci, self._contacts = self.geoms.new_workspace()
+        self.constraints = ConstraintSet(self.compiled, self.geoms, int(max_contacts))
+        if integrator == "rk4":
+            self._check_smooth()
         self._q = np.zeros(self.compiled.nq)
         self._v = np.zeros(self.compiled.nv)
         self._tau = np.zeros(self.compiled.nv)
+        self._failures_reported = 0
         self.reset()
         self.step(0)   # compiles (or loads from the numba cache) now, not at the first real step
+
+    def _check_smooth(self):
+        """RK4 has no constraint solver: say what in the world needs one."""
+        k = self.constraints
+        rules = k.rules
+        needs = []
+        if np.isfinite(rules.lower).any() or np.isfinite(rules.upper).any():
+            needs.append("joint limits")
+        if np.isfinite(rules.velocity_limit).any():
+            needs.append("velocity limits")
+        if rules.locked.any():
+            needs.append("locked joints")
+        if k.nloop:
+            needs.append("loop closures")
+        if self._options[0] == CONTACT_LCP and k.max_contacts:
+            needs.append("LCP contact (use contact='penalty' or 'none')")
+        if needs:
+            raise ValueError("integrator 'rk4' integrates smooth forces only; this world has "
+                             + ", ".join(needs) + ": use integrator='semi-implicit-euler'")
 
     # -- state ------------------------------------------------------------------------
     @property
@@ -63,7 +118,7 @@ class Simulation:
 
     @property
     def tau(self) -> np.ndarray:
-        """Applied generalized forces, held until changed."""
+        """Applied generalized forces, held until changed (clamped to the effort limits)."""
         return self._tau
 
     @tau.setter
@@ -75,6 +130,11 @@ class Simulation:
         return self._steps * self.dt
 
     @property
+    def friction_velocity(self) -> float:
+        """Below this speed Coulomb friction (joints, penalty contact) acts as a damper."""
+        return float(self.options["friction_velocity"])
+
+    @property
     def nq(self) -> int:
         return self.compiled.nq
 
@@ -83,19 +143,23 @@ class Simulation:
         return self.compiled.nv
 
     def reset(self):
-        """Back to t = 0, the models' initial q and v, and zero applied forces."""
+        """Back to t = 0, the models' initial q and v, zero applied forces, no contacts."""
         self._q[:] = np.concatenate([m.initial_q() for m in self.models])
         self._v[:] = np.concatenate([m.initial_v() for m in self.models])
         self._tau[:] = 0.0
         self._steps = 0
+        self.constraints.sf[:] = 0.0
+        self.constraints.si[:] = 0
 
     # -- stepping ---------------------------------------------------------------------
     def step(self, n: int = 1):
         """Advance n steps of dt. Raises SimulationError (state left at the last finite step)
         if a coordinate becomes NaN or infinite."""
         self.compiled.tree.gravity[:] = self.models[0].gravity
-        done, bad = self._step_kernel(self.compiled.tf, self.compiled.ti, self._df, self._q, self._v, self._tau, self.dt,
-                                      int(n), self.friction_velocity)
+        c, k = self.compiled, self.constraints
+        done, bad = self._step_kernel(c.tf, c.ti, self._df, self.geoms.gf, self.geoms.gi, self._cf,
+                                      self._ci, k.rf, k.ri, k.sf, k.si, k.lf, k.li, k.sizes,
+                                      self._options, self._q, self._v, self._tau, self.dt, int(n))
         self._steps += done
         if bad >= 0:
             joint = self.compiled.joint_of_v[bad]
@@ -103,6 +167,11 @@ class Simulation:
                 f"the simulation blew up at t = {self.t + self.dt:.6g} s: joint {joint!r} went "
                 f"non-finite first (state kept at t = {self.t:.6g} s; check its inertia, limits, "
                 f"stiffness and the time step dt = {self.dt})")
+        if self._failures_reported == 0 and k.solver.stats[STAT_FAILURES] > 0:
+            self._failures_reported = 1
+            warnings.warn(f"{self.models[0].name}: the constraint solver did not converge at some step "
+                          f"up to t = {self.t:.6g} s; contacts or loop closures may be violated there "
+                          "(Simulation.stats() counts them)", RuntimeWarning, stacklevel=2)
 
     # -- views ------------------------------------------------------------------------
     def link_transforms(self):
@@ -110,3 +179,25 @@ class Simulation:
         c = self.compiled
         kernels.kinematics_kernel(c.tf, c.ti, self._df, self._q, self._v)
         return transforms_dict(c, self._data)
+
+    def contacts(self):
+        """The contacts of the last step (detected at its start), with the force each applied."""
+        s, cw = self.constraints.solver, self._contacts
+        ncon = int(s.stats[STAT_NCON])
+        if self.options["contact_method"] == "lcp":
+            ncon = min(ncon, self.constraints.max_contacts)
+        names = self.compiled.link_names
+        out = []
+        for k in range(ncon):
+            i = int(s.csel[k])
+            out.append(Contact(names[cw.link[i, 0]], names[cw.link[i, 1]], cw.point[i].copy(),
+                               cw.normal[i].copy(), s.cforce[k].copy(), float(cw.depth[i])))
+        return out
+
+    def stats(self):
+        """Solver counters of the last step and totals: contacts, rows, LCP status (0 Dantzig,
+        1 PGS fallback, 2 not converged), fallbacks and failures so far, contacts dropped."""
+        s = self.constraints.solver.stats
+        return dict(contacts=int(s[STAT_NCON]), rows=int(s[STAT_ROWS]), lcp_status=int(s[STAT_STATUS]),
+                    pgs_fallbacks=int(s[STAT_FALLBACKS]), pgs_failures=int(s[STAT_FAILURES]),
+                    contacts_dropped=int(s[STAT_DROPPED]))

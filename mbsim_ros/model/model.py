@@ -274,6 +274,7 @@ class Model:
         self.sensors: list[Sensor] = []
         self.constraints: list[LoopConstraint] = []
         self.self_collision = False           # whether this model's moving links collide with each other
+        self.contact_method: Optional[str] = None   # "lcp" or "penalty" when the file asks for one
         self.source: Optional[str] = None     # the file it was loaded from
         self.warnings: list[str] = []
         self._finalized = False

@@ -1,0 +1,828 @@
+"""Velocity-level constraints: contacts with friction, joint limits, locked joints, loop closures.
+
+DART's scheme (`../shared/docs/formats-and-solvers.md` section 4), once per step after the
+unconstrained velocity update v* = v + dt qdd:
+  rows J (m x nv) with bounds and targets, A = J M^-1 J^T (M factored along the tree, never
+  inverted), the boxed LCP  A x = b + w  with b = target - J v*, then v+ = v* + M^-1 J^T x.
+Every row is the rate of change of a scalar e(q): a linear row d . (velocity of body a at
+point pa - velocity of body b at point pb), an angular row d . (w_a - w_b). Rows of a direction
+fixed on one body are evaluated at the other body's point, which makes them the exact rate of
+the constraint function (the direction's own rotation cancels).
+
+  contact   normal row [0, inf) with restitution and penetration correction (ERP, max ERV),
+            two friction rows bounded by mu times the normal impulse (first along the sliding)
+  limit     one-sided, speculative: active when the step would cross the limit, target the
+            limit itself, so a joint stops at its limit instead of overshooting by v dt
+  velocity  one-sided: |v+| <= velocity limit; effort limits clamp the applied tau
+  lock      bilateral, back to the initial position with joint_erp
+  loop      bilateral with Baumgarte stabilization (joint_erp): ball/xyz, weld, hinge,
+            xy/piston/point_line, z/point_plane, distance, revolute_spherical,
+            revolute_translational (Chrono's definition)
+
+Penalty contact (Chrono SMC) is the alternative for contacts: a spring-damper normal force and
+regularized Coulomb friction applied as external body forces before ABA.
+"""
+from __future__ import annotations
+
+import math
+from collections import namedtuple
+
+import numpy as np
+from numba import njit
+
+from ..model import ModelError
+from . import kernels
+from .kernels import crba, inline, kernel
+from .lcp import lcp_workspace_size, solve_boxed_lcp
+
+# loop closure kinds -> rows
+LOOP_BALL, LOOP_WELD, LOOP_HINGE, LOOP_LINE, LOOP_PLANE, LOOP_DISTANCE, LOOP_REV_SPH, LOOP_REV_TRANS = range(1, 9)
+LOOP_KINDS = {
+    "ball": (LOOP_BALL, 3), "xyz": (LOOP_BALL, 3), "weld": (LOOP_WELD, 6), "hinge": (LOOP_HINGE, 5),
+    "xy": (LOOP_LINE, 2), "piston": (LOOP_LINE, 2), "point_line": (LOOP_LINE, 2),
+    "z": (LOOP_PLANE, 1), "point_plane": (LOOP_PLANE, 1), "distance": (LOOP_DISTANCE, 1),
+    "revolute_spherical": (LOOP_REV_SPH, 2), "revolute_translational": (LOOP_REV_TRANS, 4),
+}
+# what a row is, for reporting
+ROW_CONTACT, ROW_FRICTION, ROW_LIMIT, ROW_VELOCITY, ROW_LOCK, ROW_LOOP = range(1, 7)
+# contact methods
+CONTACT_NONE, CONTACT_LCP, CONTACT_PENALTY = 0, 1, 2
+CONTACT_METHODS = {"none": CONTACT_NONE, "lcp": CONTACT_LCP, "penalty": CONTACT_PENALTY}
+
+# solver options (one float array, so that the step kernel takes one argument for all)
+Options = namedtuple("Options", [
+    "contact_method", "erp", "max_erv", "cfm", "joint_erp", "bounce_velocity", "contact_margin",
+    "contact_stiffness", "contact_damping", "friction_velocity", "pgs_iterations", "pgs_tolerance",
+])
+OPTIONS_DEFAULTS = dict(contact_method="lcp", erp=0.01, max_erv=1e-3, cfm=1e-5, joint_erp=0.2,
+                        bounce_velocity=0.1, contact_margin=0.0, contact_stiffness=1e5,
+                        contact_damping=1e3, friction_velocity=1e-3, pgs_iterations=30,
+                        pgs_tolerance=1e-6)
+
+# static rules (what to constrain), carved from (rf, ri)
+Rules = namedtuple("Rules", [
+    "dof_parent",  # int64[nv] parent DOF in the tree, -1 at a root: the sparsity of M
+    "dof_q",       # int64[nv] q index of a one-coordinate DOF, -1 inside ball and free joints
+    "locked",      # int64[nv] 1 = held at lock_q
+    "lower", "upper", "velocity_limit", "effort_limit", "lock_q",   # f8[nv]
+    "loop_kind", "loop_la", "loop_lb", "loop_row0",                  # int64[nloop]
+    "loop_pa", "loop_pb", "loop_ua", "loop_u1", "loop_u2",           # f8[nloop,3] (link frames)
+    "loop_rrel",   # f8[nloop,3,3] weld: link b's orientation in link a's
+    "loop_dist",   # f8[nloop]
+])
+
+# per-step workspace, carved from (sf, si)
+Solver = namedtuple("Solver", [
+    "J", "Y",          # f8[mmax,nv] rows and M^-1 J^T (one row each)
+    "A",               # f8[mmax,mmax]
+    "b", "lo", "hi", "x", "w",   # f8[mmax]
+    "tau_applied",     # f8[nv] tau clamped to the effort limits
+    "scratch",         # f8[8,3]
+    "cdir",            # f8[maxc,3,3] contact frame rows: normal, tangent 1, tangent 2 (world)
+    "cforce",          # f8[maxc,3] force on body a (world)
+    "cprev_point", "cprev_x",    # f8[maxc,3] last step's contacts for warm starts
+    "loop_x",          # f8[nlooprows] last step's loop impulses
+    "findex", "row_kind", "row_src",   # int64[mmax]
+    "csel",            # int64[maxc] which detected contacts became rows
+    "cprev_geom",      # int64[maxc,2]
+    "stats",           # int64[8]: ncon used, m, last LCP status, PGS fallbacks, PGS failures, contacts dropped, nprev
+])
+STAT_NCON, STAT_ROWS, STAT_STATUS, STAT_FALLBACKS, STAT_FAILURES, STAT_DROPPED, STAT_NPREV = range(7)
+
+
+def rules_sizes(nv, nloop):
+    return 5 * nv + nloop * 25, 3 * nv + 4 * nloop
+
+
+def solver_sizes(mmax, nv, maxc, nlooprows):
+    return (2 * mmax * nv + mmax * mmax + 5 * mmax + nv + 24 + 9 * maxc + 3 * maxc + 6 * maxc
+            + nlooprows, 3 * mmax + maxc + 2 * maxc + 8)
+
+
+@njit(cache=True, nogil=True)
+def carve_rules(rf, ri, nv, nloop):
+    o = 0
+    lower = rf[o:o + nv]; o += nv
+    upper = rf[o:o + nv]; o += nv
+    velocity_limit = rf[o:o + nv]; o += nv
+    effort_limit = rf[o:o + nv]; o += nv
+    lock_q = rf[o:o + nv]; o += nv
+    loop_pa = rf[o:o + 3 * nloop].reshape((nloop, 3)); o += 3 * nloop
+    loop_pb = rf[o:o + 3 * nloop].reshape((nloop, 3)); o += 3 * nloop
+    loop_ua = rf[o:o + 3 * nloop].reshape((nloop, 3)); o += 3 * nloop
+    loop_u1 = rf[o:o + 3 * nloop].reshape((nloop, 3)); o += 3 * nloop
+    loop_u2 = rf[o:o + 3 * nloop].reshape((nloop, 3)); o += 3 * nloop
+    loop_rrel = rf[o:o + 9 * nloop].reshape((nloop, 3, 3)); o += 9 * nloop
+    loop_dist = rf[o:o + nloop]; o += nloop
+    k = 0
+    dof_parent = ri[k:k + nv]; k += nv
+    dof_q = ri[k:k + nv]; k += nv
+    locked = ri[k:k + nv]; k += nv
+    loop_kind = ri[k:k + nloop]; k += nloop
+    loop_la = ri[k:k + nloop]; k += nloop
+    loop_lb = ri[k:k + nloop]; k += nloop
+    loop_row0 = ri[k:k + nloop]; k += nloop
+    rules = Rules(dof_parent, dof_q, locked, lower, upper, velocity_limit, effort_limit, lock_q,
+                  loop_kind, loop_la, loop_lb, loop_row0, loop_pa, loop_pb, loop_ua, loop_u1,
+                  loop_u2, loop_rrel, loop_dist)
+    return rules, o, k
+
+
+@njit(cache=True, nogil=True)
+def carve_solver(sf, si, mmax, nv, maxc, nlooprows):
+    o = 0
+    J = sf[o:o + mmax * nv].reshape((mmax, nv)); o += mmax * nv
+    Y = sf[o:o + mmax * nv].reshape((mmax, nv)); o += mmax * nv
+    A = sf[o:o + mmax * mmax].reshape((mmax, mmax)); o += mmax * mmax
+    b = sf[o:o + mmax]; o += mmax
+    lo = sf[o:o + mmax]; o += mmax
+    hi = sf[o:o + mmax]; o += mmax
+    x = sf[o:o + mmax]; o += mmax
+    w = sf[o:o + mmax]; o += mmax
+    tau_applied = sf[o:o + nv]; o += nv
+    scratch = sf[o:o + 24].reshape((8, 3)); o += 24
+    cdir = sf[o:o + 9 * maxc].reshape((maxc, 3, 3)); o += 9 * maxc
+    cforce = sf[o:o + 3 * maxc].reshape((maxc, 3)); o += 3 * maxc
+    cprev_point = sf[o:o + 3 * maxc].reshape((maxc, 3)); o += 3 * maxc
+    cprev_x = sf[o:o + 3 * maxc].reshape((maxc, 3)); o += 3 * maxc
+    loop_x = sf[o:o + nlooprows]; o += nlooprows
+    k = 0
+    findex = si[k:k + mmax]; k += mmax
+    row_kind = si[k:k + mmax]; k += mmax
+    row_src = si[k:k + mmax]; k += mmax
+    csel = si[k:k + maxc]; k += maxc
+    cprev_geom = si[k:k + 2 * maxc].reshape((maxc, 2)); k += 2 * maxc
+    stats = si[k:k + 8]; k += 8
+    solver = Solver(J, Y, A, b, lo, hi, x, w, tau_applied, scratch, cdir, cforce, cprev_point,
+                    cprev_x, loop_x, findex, row_kind, row_src, csel, cprev_geom, stats)
+    return solver, o, k
+
+
+# ------------------------------------------------------------------------- compiling ---
+class ConstraintSet:
+    """The rules of one compiled world (buffers rf, ri) and the solver workspace (sf, si, lf, li).
+    `sizes` = (nv, loops, max rows, contact capacity, loop rows, max contacts in the LCP)."""
+
+    def __init__(self, compiled, geomset, max_contacts):
+        models = compiled.models
+        tree = compiled.tree
+        nv = compiled.nv
+        self.nv = nv
+        dof_parent = np.full(nv, -1, dtype=np.int64)
+        dof_q = np.full(nv, -1, dtype=np.int64)
+        for i in range(len(tree.parent)):
+            iv, n, p = tree.iv[i], tree.nvb[i], tree.parent[i]
+            dof_parent[iv] = -1 if p < 0 else tree.iv[p] + tree.nvb[p] - 1
+            for k in range(1, n):
+                dof_parent[iv + k] = iv + k - 1
+            if n == 1:
+                dof_q[iv] = tree.iq[i]
+        lower, upper, vlim, elim, lock_q = (np.full(nv, -np.inf), np.full(nv, np.inf),
+                                            np.full(nv, np.inf), np.full(nv, np.inf), np.zeros(nv))
+        locked = np.zeros(nv, dtype=np.int64)
+        v_off = 0
+        for model in models:
+            for joint in model.joints:
+                sl = slice(v_off + joint.v_index, v_off + joint.v_index + joint.nv)
+                if joint.type not in ("ball", "free"):   # a quaternion has no position limits
+                    lower[sl], upper[sl] = joint.lower, joint.upper
+                    lock_q[sl] = joint.q0
+                    bad = np.nonzero(joint.lower > joint.upper)[0]
+                    if bad.size:
+                        raise ModelError(f"joint {joint.name!r}: lower limit {joint.lower[bad[0]]} is above "
+                                         f"the upper limit {joint.upper[bad[0]]}")
+                vlim[sl], elim[sl] = joint.velocity_limit, joint.effort_limit
+                if joint.locked:
+                    locked[sl] = 1
+            v_off += model.nv
+        self.loops = [lc for model in models for lc in model.constraints]
+        nloop = len(self.loops)
+        rf = np.zeros(rules_sizes(nv, nloop)[0])
+        ri = np.zeros(rules_sizes(nv, nloop)[1], dtype=np.int64)
+        rules, used_f, used_i = carve_rules(rf, ri, nv, nloop)
+        assert (used_f, used_i) == (len(rf), len(ri)), "rules_sizes disagrees with carve_rules"
+        rules.dof_parent[:], rules.dof_q[:], rules.locked[:] = dof_parent, dof_q, locked
+        rules.lower[:], rules.upper[:], rules.velocity_limit[:] = lower, upper, vlim
+        rules.effort_limit[:], rules.lock_q[:] = elim, lock_q
+        nlooprows = self._compile_loops(compiled, rules)
+        self.rf, self.ri, self.rules, self.nloop, self.nlooprows = rf, ri, rules, nloop, nlooprows
+        # contact arrays hold every detected contact (penalty forces act on all of them); the
+        # LCP takes the max_contacts deepest; rows: 3 per contact, a position and a velocity
+        # limit per limited DOF, locks, loops
+        has_pairs = geomset is not None and len(geomset.geoms.pairs) > 0
+        self.capacity = geomset.capacity if has_pairs else 1
+        self.max_contacts = min(max_contacts, self.capacity) if has_pairs else 0
+        limited = np.isfinite(lower) | np.isfinite(upper)
+        self.mmax = max(1, 3 * self.max_contacts + int(limited.sum()) + int(np.isfinite(vlim).sum())
+                        + int(locked.sum()) + nlooprows)
+        ccap, lrows = self.capacity, max(nlooprows, 1)
+        sizes = solver_sizes(self.mmax, nv, ccap, lrows)
+        self.sf = np.zeros(sizes[0])
+        self.si = np.zeros(sizes[1], dtype=np.int64)
+        self.solver, used_f, used_i = carve_solver(self.sf, self.si, self.mmax, nv, ccap, lrows)
+        assert (used_f, used_i) == (len(self.sf), len(self.si)), "solver_sizes disagrees with carve_solver"
+        lf, li = lcp_workspace_size(self.mmax)
+        self.lf = np.zeros(lf)
+        self.li = np.zeros(li, dtype=np.int64)
+        self.sizes = np.array([nv, nloop, self.mmax, ccap, lrows, self.max_contacts], dtype=np.int64)
+
+    def _compile_loops(self, compiled, rules):
+        """Loop closure geometry in the link frames, completed from the initial configuration
+        (the hinge's axis on link b, the weld's relative orientation, default distances)."""
+        if not self.loops:
+            return 0
+        df, data = compiled.new_data()
+        q0 = np.concatenate([m.initial_q() for m in compiled.models])
+        kernels.kinematics_kernel(compiled.tf, compiled.ti, df, q0, np.zeros(compiled.nv))
+        index = {name: k for k, name in enumerate(compiled.link_names)}
+        row = 0
+        for k, lc in enumerate(self.loops):
+            if lc.type not in LOOP_KINDS:
+                raise ModelError(f"loop constraint {lc.name!r}: type {lc.type!r}; expected one of "
+                                 f"{', '.join(LOOP_KINDS)}")
+            for which in (lc.link1, lc.link2):
+                if which not in index:
+                    raise ModelError(f"loop constraint {lc.name!r}: no link named {which!r}")
+            kind, nrows = LOOP_KINDS[lc.type]
+            la, lb = index[lc.link1], index[lc.link2]
+            Ra, pa0 = data.link_R[la].copy(), data.link_p[la].copy()
+            Rb, pb0 = data.link_R[lb].copy(), data.link_p[lb].copy()
+            pa = pa0 + Ra @ lc.pos1
+            pb = pb0 + Rb @ lc.pos2
+            axis = np.asarray(lc.axis, float) / np.linalg.norm(lc.axis)
+            ua_w = Ra @ axis
+            # two directions perpendicular to the axis: on link a (line rows), on link b (hinge rows)
+            e = np.array([1.0, 0, 0]) if abs(axis[0]) < 0.9 else np.array([0, 1.0, 0])
+            n1 = np.cross(axis, e); n1 /= np.linalg.norm(n1)
+            n2 = np.cross(axis, n1)
+            u1, u2 = n1, n2
+            if kind == LOOP_HINGE:
+                u1, u2 = Rb.T @ (Ra @ n1), Rb.T @ (Ra @ n2)
+            dist = float(lc.params.get("distance", np.nan))
+            if kind in (LOOP_DISTANCE, LOOP_REV_SPH) and not np.isfinite(dist):
+                dist = float(np.linalg.norm(pa - pb))
+            if kind == LOOP_REV_TRANS:
+                # Chrono: z1 = axis on a; x2, y2 on b (x2 from a's point to b's point by default)
+                x2 = lc.params.get("x2")
+                if x2 is None:
+                    d12 = pb - pa - ua_w * ua_w.dot(pb - pa)
+                    if np.linalg.norm(d12) < 1e-9:
+                        raise ModelError(f"loop constraint {lc.name!r}: revolute_translational needs the two "
+                                         "points apart across the axis, or params x2 (link2 frame)")
+                    x2 = Rb.T @ (d12 / np.linalg.norm(d12))
+                x2 = np.asarray(x2, float) / np.linalg.norm(x2)
+                y2 = lc.params.get("y2")
+                y2 = Rb.T @ np.cross(ua_w, Rb @ x2) if y2 is None else np.asarray(y2, float)
+                u1, u2 = x2, y2 / np.linalg.norm(y2)
+                if not np.isfinite(dist):
+                    dist = float((pb - pa).dot(Rb @ u1))
+            rules.loop_kind[k], rules.loop_la[k], rules.loop_lb[k], rules.loop_row0[k] = kind, la, lb, row
+            rules.loop_pa[k], rules.loop_pb[k], rules.loop_ua[k] = lc.pos1, lc.pos2, axis
+            rules.loop_u1[k], rules.loop_u2[k] = u1, u2
+            rules.loop_rrel[k] = Ra.T @ Rb
+            rules.loop_dist[k] = 0.0 if not np.isfinite(dist) else dist
+            row += nrows
+        return row
+
+
+def options_array(**options):
+    """The Options as one float array (unknown names are a TypeError)."""
+    values = dict(OPTIONS_DEFAULTS)
+    for key, value in options.items():
+        if key not in values:
+            raise TypeError(f"unknown solver option {key!r}; expected one of {', '.join(OPTIONS_DEFAULTS)}")
+        values[key] = value
+    method = values["contact_method"]
+    if method not in CONTACT_METHODS:
+        raise ValueError(f"contact method {method!r}: expected one of {', '.join(CONTACT_METHODS)}")
+    values["contact_method"] = CONTACT_METHODS[method]
+    out = np.array([float(values[k]) for k in Options._fields])
+    for key, value in zip(Options._fields, out):
+        if not np.isfinite(value) or value < 0:
+            raise ValueError(f"solver option {key} = {value}: expected a finite number >= 0")
+    return out
+
+
+# ------------------------------------------------------------------------ row building ---
+@inline
+def _accumulate_linear(t, d, body, p, dv, sign, J):
+    """J += sign * d . (velocity of the material point of `body` at world point p) per DOF."""
+    b = body
+    while b >= 0:
+        R = d.Rw[b]
+        S = t.S[b]
+        # d . (v + w x r) = d . v + w . (r x d)
+        r0, r1, r2 = p[0] - d.pw[b, 0], p[1] - d.pw[b, 1], p[2] - d.pw[b, 2]
+        c0 = r1 * dv[2] - r2 * dv[1]
+        c1 = r2 * dv[0] - r0 * dv[2]
+        c2 = r0 * dv[1] - r1 * dv[0]
+        # world-frame d and c into the body frame, so each DOF costs two 3-dot products
+        db0 = R[0, 0] * dv[0] + R[1, 0] * dv[1] + R[2, 0] * dv[2]
+        db1 = R[0, 1] * dv[0] + R[1, 1] * dv[1] + R[2, 1] * dv[2]
+        db2 = R[0, 2] * dv[0] + R[1, 2] * dv[1] + R[2, 2] * dv[2]
+        cb0 = R[0, 0] * c0 + R[1, 0] * c1 + R[2, 0] * c2
+        cb1 = R[0, 1] * c0 + R[1, 1] * c1 + R[2, 1] * c2
+        cb2 = R[0, 2] * c0 + R[1, 2] * c1 + R[2, 2] * c2
+        iv = t.iv[b]
+        for k in range(t.nvb[b]):
+            J[iv + k] += sign * (db0 * S[0, k] + db1 * S[1, k] + db2 * S[2, k]
+                                 + cb0 * S[3, k] + cb1 * S[4, k] + cb2 * S[5, k])
+        b = t.parent[b]
+
+
+@inline
+def _accumulate_angular(t, d, body, dv, sign, J):
+    """J += sign * d . (angular velocity of `body`) per DOF."""
+    b = body
+    while b >= 0:
+        R = d.Rw[b]
+        db0 = R[0, 0] * dv[0] + R[1, 0] * dv[1] + R[2, 0] * dv[2]
+        db1 = R[0, 1] * dv[0] + R[1, 1] * dv[1] + R[2, 1] * dv[2]
+        db2 = R[0, 2] * dv[0] + R[1, 2] * dv[1] + R[2, 2] * dv[2]
+        S = t.S[b]
+        iv = t.iv[b]
+        for k in range(t.nvb[b]):
+            J[iv + k] += sign * (db0 * S[3, k] + db1 * S[4, k] + db2 * S[5, k])
+        b = t.parent[b]
+
+
+@inline
+def _set_row(s, m, kind, src, target, lo, hi, findex):
+    s.b[m] = target
+    s.lo[m] = lo
+    s.hi[m] = hi
+    s.findex[m] = findex
+    s.row_kind[m] = kind
+    s.row_src[m] = src
+
+
+@inline
+def _linear_row(t, d, s, m, la, lb, pa, pb, dv):
+    J = s.J[m]
+    J[:] = 0.0
+    _accumulate_linear(t, d, t.link_body[la], pa, dv, 1.0, J)
+    _accumulate_linear(t, d, t.link_body[lb], pb, dv, -1.0, J)
+
+
+@inline
+def _angular_row(t, d, s, m, la, lb, dv):
+    J = s.J[m]
+    J[:] = 0.0
+    _accumulate_angular(t, d, t.link_body[la], dv, 1.0, J)
+    _accumulate_angular(t, d, t.link_body[lb], dv, -1.0, J)
+
+
+@inline
+def _rot(R, v, out):
+    for a in range(3):
+        out[a] = R[a, 0] * v[0] + R[a, 1] * v[1] + R[a, 2] * v[2]
+
+
+@inline
+def _point(d, link, local, out):
+    R = d.link_R[link]
+    for a in range(3):
+        out[a] = d.link_p[link, a] + R[a, 0] * local[0] + R[a, 1] * local[1] + R[a, 2] * local[2]
+
+
+@inline
+def _cross(a, b, out):
+    out[0] = a[1] * b[2] - a[2] * b[1]
+    out[1] = a[2] * b[0] - a[0] * b[2]
+    out[2] = a[0] * b[1] - a[1] * b[0]
+
+
+@inline
+def _dot3(a, b):
+    return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
+
+
+@kernel
+def _loop_rows(t, d, r, s, k, m, scratch, joint_erp, dt):
+    """The rows of loop closure k from row m on; returns the next free row. Each row's target
+    is Baumgarte's -joint_erp e / dt for its constraint function e."""
+    la, lb = r.loop_la[k], r.loop_lb[k]
+    kind = r.loop_kind[k]
+    pa, pb, ua, u1, u2, dv, tmp = scratch[0], scratch[1], scratch[2], scratch[3], scratch[4], scratch[5], scratch[6]
+    _point(d, la, r.loop_pa[k], pa)
+    _point(d, lb, r.loop_pb[k], pb)
+    Ra, Rb = d.link_R[la], d.link_R[lb]
+    _rot(Ra, r.loop_ua[k], ua)
+    gain = -joint_erp / dt
+    inf = math.inf
+    src = k
+    if kind == LOOP_BALL or kind == LOOP_WELD or kind == LOOP_HINGE:
+        for a in range(3):
+            dv[:] = 0.0
+            dv[a] = 1.0
+            _linear_row(t, d, s, m, la, lb, pa, pb, dv)
+            _set_row(s, m, ROW_LOOP, src, gain * (pa[a] - pb[a]), -inf, inf, -1)
+            m += 1
+    if kind == LOOP_WELD:
+        # orientation error: rotation vector of Ra Rrel Rb^T (identity when closed), small-angle
+        E = d.T66   # scratch 3x3 corner
+        Rrel = r.loop_rrel[k]
+        for a in range(3):
+            for c in range(3):
+                sacc = 0.0
+                for e in range(3):
+                    for f in range(3):
+                        sacc += Ra[a, e] * Rrel[e, f] * Rb[c, f]
+                E[a, c] = sacc
+        err0 = 0.5 * (E[2, 1] - E[1, 2])
+        err1 = 0.5 * (E[0, 2] - E[2, 0])
+        err2 = 0.5 * (E[1, 0] - E[0, 1])
+        for a in range(3):
+            dv[:] = 0.0
+            dv[a] = 1.0
+            _angular_row(t, d, s, m, la, lb, dv)
+            err = err0 if a == 0 else (err1 if a == 1 else err2)
+            _set_row(s, m, ROW_LOOP, src, gain * err, -inf, inf, -1)
+            m += 1
+    if kind == LOOP_HINGE or kind == LOOP_REV_TRANS:
+        # the axis on a stays perpendicular to two directions on b: e = ua . ub, rate (ua x ub) . (wa - wb)
+        for which in range(2):
+            _rot(Rb, r.loop_u1[k] if which == 0 else r.loop_u2[k], tmp)
+            _cross(ua, tmp, dv)
+            _angular_row(t, d, s, m, la, lb, dv)
+            _set_row(s, m, ROW_LOOP, src, gain * _dot3(ua, tmp), -inf, inf, -1)
+            m += 1
+    if kind == LOOP_LINE:
+        # b's point on the line through a's point along a's axis: two directions fixed on a
+        for which in range(2):
+            _rot(Ra, r.loop_u1[k] if which == 0 else r.loop_u2[k], dv)
+            _linear_row(t, d, s, m, la, lb, pb, pb, dv)
+            for a in range(3):
+                tmp[a] = pa[a] - pb[a]
+            _set_row(s, m, ROW_LOOP, src, gain * _dot3(dv, tmp), -inf, inf, -1)
+            m += 1
+    if kind == LOOP_PLANE or kind == LOOP_REV_SPH or kind == LOOP_REV_TRANS:
+        # b's point in the plane through a's point normal to a's axis
+        _linear_row(t, d, s, m, la, lb, pb, pb, ua)
+        for a in range(3):
+            tmp[a] = pa[a] - pb[a]
+        _set_row(s, m, ROW_LOOP, src, gain * _dot3(ua, tmp), -inf, inf, -1)
+        m += 1
+    if kind == LOOP_DISTANCE or kind == LOOP_REV_SPH:
+        for a in range(3):
+            tmp[a] = pa[a] - pb[a]
+        n = math.sqrt(_dot3(tmp, tmp))
+        if n > 1e-12:
+            for a in range(3):
+                dv[a] = tmp[a] / n
+        else:   # coincident points: any direction keeps the row defined
+            dv[0], dv[1], dv[2] = 0.0, 0.0, 1.0
+        _linear_row(t, d, s, m, la, lb, pa, pb, dv)
+        _set_row(s, m, ROW_LOOP, src, gain * (n - r.loop_dist[k]), -inf, inf, -1)
+        m += 1
+    if kind == LOOP_REV_TRANS:
+        # the distance from a's point to b's point along b's x2 stays loop_dist (rate at a's point)
+        _rot(Rb, r.loop_u1[k], dv)
+        _linear_row(t, d, s, m, la, lb, pa, pa, dv)
+        for a in range(3):
+            tmp[a] = pa[a] - pb[a]
+        _set_row(s, m, ROW_LOOP, src, gain * (_dot3(dv, tmp) + r.loop_dist[k]), -inf, inf, -1)
+        m += 1
+    return m
+
+
+@kernel
+def _joint_rows(t, r, s, q, v, m, joint_erp, dt):
+    """Limit, velocity-limit and lock rows (unit rows on one DOF); returns the next free row."""
+    inf = math.inf
+    nv = v.shape[0]
+    for j in range(nv):
+        iq = r.dof_q[j]
+        if r.locked[j]:
+            target = 0.0 if iq < 0 else -joint_erp * (q[iq] - r.lock_q[j]) / dt
+            s.J[m, :] = 0.0
+            s.J[m, j] = 1.0
+            _set_row(s, m, ROW_LOCK, j, target, -inf, inf, -1)
+            m += 1
+            continue
+        if iq >= 0:
+            # speculative: active when this step's velocity would cross the limit; the target
+            # lands exactly on it (or pulls back with joint_erp when already past it)
+            gap = r.upper[j] - q[iq]
+            if gap - dt * v[j] < 0.0:
+                s.J[m, :] = 0.0
+                s.J[m, j] = -1.0
+                target = -gap / dt if gap >= 0.0 else -joint_erp * gap / dt
+                _set_row(s, m, ROW_LIMIT, j, target, 0.0, inf, -1)
+                m += 1
+            else:
+                gap = q[iq] - r.lower[j]
+                if gap + dt * v[j] < 0.0:
+                    s.J[m, :] = 0.0
+                    s.J[m, j] = 1.0
+                    target = -gap / dt if gap >= 0.0 else -joint_erp * gap / dt
+                    _set_row(s, m, ROW_LIMIT, j, target, 0.0, inf, -1)
+                    m += 1
+        vmax = r.velocity_limit[j]
+        if v[j] > vmax or v[j] < -vmax:
+            s.J[m, :] = 0.0
+            s.J[m, j] = -1.0 if v[j] > 0 else 1.0
+            _set_row(s, m, ROW_VELOCITY, j, -vmax, 0.0, inf, -1)
+            m += 1
+    return m
+
+
+@kernel
+def _contact_rows(t, d, s, c, ncon, v_start, m, erp, max_erv, bounce_velocity, dt, scratch):
+    """Three rows per contact: normal [0, inf) and two friction rows (findex to the normal),
+    the first along the sliding direction when the contact slides. Returns the next free row."""
+    inf = math.inf
+    n, t1, t2 = scratch[0], scratch[1], scratch[2]
+    for k in range(ncon):
+        ci = s.csel[k]
+        la, lb = c.link[ci, 0], c.link[ci, 1]
+        p = c.point[ci]
+        for a in range(3):
+            n[a] = c.normal[ci, a]
+        # a tangent basis (t1, t2, n right-handed) from the axis least aligned with n
+        ax = abs(n[0])
+        ay = abs(n[1])
+        az = abs(n[2])
+        if ax <= ay and ax <= az:
+            t1[0], t1[1], t1[2] = 0.0, -n[2], n[1]
+        elif ay <= az:
+            t1[0], t1[1], t1[2] = n[2], 0.0, -n[0]
+        else:
+            t1[0], t1[1], t1[2] = -n[1], n[0], 0.0
+        tn = math.sqrt(_dot3(t1, t1))
+        for a in range(3):
+            t1[a] /= tn
+        _cross(n, t1, t2)
+        mn, m1, m2 = m, m + 1, m + 2
+        _linear_row(t, d, s, mn, la, lb, p, p, n)
+        _linear_row(t, d, s, m1, la, lb, p, p, t1)
+        _linear_row(t, d, s, m2, la, lb, p, p, t2)
+        vn = 0.0
+        vt1 = 0.0
+        vt2 = 0.0
+        for j in range(v_start.shape[0]):
+            vn += s.J[mn, j] * v_start[j]
+            vt1 += s.J[m1, j] * v_start[j]
+            vt2 += s.J[m2, j] * v_start[j]
+        vt = math.sqrt(vt1 * vt1 + vt2 * vt2)
+        if vt > 1e-9:
+            # turn the basis so that t1 follows the sliding: the friction pyramid's face then
+            # meets the sliding direction and sliding friction is mu N exactly
+            c1, c2 = vt1 / vt, vt2 / vt
+            for j in range(v_start.shape[0]):
+                a1, a2 = s.J[m1, j], s.J[m2, j]
+                s.J[m1, j] = c1 * a1 + c2 * a2
+                s.J[m2, j] = c1 * a2 - c2 * a1
+            for a in range(3):
+                b1, b2 = t1[a], t2[a]
+                t1[a] = c1 * b1 + c2 * b2
+                t2[a] = c1 * b2 - c2 * b1
+        depth = c.depth[ci]
+        if depth > 0.0:
+            target = min(erp * depth / dt, max_erv)
+        else:
+            target = depth / dt      # a gap inside the margin may close, no further
+        e = c.restitution[ci]
+        if e > 1e-3 and vn < -bounce_velocity:
+            target = max(target, -e * vn)
+        mu = c.mu[ci]
+        _set_row(s, mn, ROW_CONTACT, ci, target, 0.0, inf, -1)
+        _set_row(s, m1, ROW_FRICTION, ci, 0.0, -mu, mu, mn)
+        _set_row(s, m2, ROW_FRICTION, ci, 0.0, -mu, mu, mn)
+        for a in range(3):
+            s.cdir[k, 0, a] = n[a]
+            s.cdir[k, 1, a] = t1[a]
+            s.cdir[k, 2, a] = t2[a]
+        m += 3
+    return m
+
+
+@kernel
+def _select_contacts(c, ncon, s, maxc):
+    """The contacts that become rows (indices into s.csel): all of them, or the maxc deepest,
+    counting the dropped ones in the stats."""
+    for k in range(min(ncon, maxc)):
+        s.csel[k] = k
+    if ncon <= maxc:
+        return ncon
+    for k in range(maxc, ncon):      # replace the shallowest kept contact by a deeper one
+        shallowest = 0
+        for i in range(1, maxc):
+            if c.depth[s.csel[i]] < c.depth[s.csel[shallowest]]:
+                shallowest = i
+        if c.depth[k] > c.depth[s.csel[shallowest]]:
+            s.csel[shallowest] = k
+    s.stats[STAT_DROPPED] += ncon - maxc
+    return maxc
+
+
+# ------------------------------------------------------------------ mass matrix solves ---
+@kernel
+def _factor_tree(r, H):
+    """H = L^T D L in place along the tree (Featherstone's LTDL, RBDA table 6.3): D on the
+    diagonal, L below it; only ancestors couple, so the cost is sum of depth^2, not nv^3."""
+    nv = H.shape[0]
+    for k in range(nv - 1, -1, -1):
+        i = r.dof_parent[k]
+        while i >= 0:
+            a = H[k, i] / H[k, k]
+            j = i
+            while j >= 0:
+                H[i, j] -= a * H[k, j]
+                j = r.dof_parent[j]
+            H[k, i] = a
+            i = r.dof_parent[i]
+
+
+@kernel
+def _solve_tree(r, H, x):
+    """x <- H^-1 x with H factored by _factor_tree."""
+    nv = H.shape[0]
+    for i in range(nv - 1, -1, -1):
+        j = r.dof_parent[i]
+        while j >= 0:
+            x[j] -= H[i, j] * x[i]
+            j = r.dof_parent[j]
+    for i in range(nv):
+        x[i] /= H[i, i]
+    for i in range(nv):
+        j = r.dof_parent[i]
+        while j >= 0:
+            x[i] -= H[i, j] * x[j]
+            j = r.dof_parent[j]
+
+
+# ------------------------------------------------------------------------------ solve ---
+@kernel
+def _warm_start(s, c, ncontact, m):
+    """x from last step: contacts matched by geom pair and nearest point (within 1 cm),
+    loop rows by position; everything else starts at zero."""
+    for i in range(m):
+        s.x[i] = 0.0
+    nprev = s.stats[STAT_NPREV]
+    for k in range(ncontact):
+        ci = s.csel[k]
+        best = -1
+        best_d2 = 1e-4
+        for j in range(nprev):
+            if s.cprev_geom[j, 0] == c.geom[ci, 0] and s.cprev_geom[j, 1] == c.geom[ci, 1]:
+                d2 = 0.0
+                for a in range(3):
+                    e = s.cprev_point[j, a] - c.point[ci, a]
+                    d2 += e * e
+                if d2 < best_d2:
+                    best_d2 = d2
+                    best = j
+        if best >= 0:
+            # only the normal impulse carries over: the friction basis turns with the sliding
+            s.x[3 * k] = s.cprev_x[best, 0]
+
+
+@kernel
+def _remember(s, c, ncontact):
+    for k in range(ncontact):
+        ci = s.csel[k]
+        s.cprev_geom[k, 0] = c.geom[ci, 0]
+        s.cprev_geom[k, 1] = c.geom[ci, 1]
+        for a in range(3):
+            s.cprev_point[k, a] = c.point[ci, a]
+            s.cprev_x[k, a] = s.x[3 * k + a]
+    s.stats[STAT_NPREV] = ncontact
+
+
+@kernel
+def _apply_impulses(t, d, r, s, v, m, ncontact, cfm, dt, pgs_iterations, pgs_tolerance, lf, li):
+    """Solve the LCP of rows 0..m-1 and add the impulse response to v (v* -> v+)."""
+    nv = v.shape[0]
+    H = d.M
+    crba(t, d, H)
+    for j in range(nv):   # the implicit spring/damper terms ABA used (crba has the armature)
+        H[j, j] += d.diag[j] - t.armature[j]
+    _factor_tree(r, H)
+    for i in range(m):
+        Y = s.Y[i]
+        Y[:] = s.J[i]
+        _solve_tree(r, H, Y)
+    for i in range(m):
+        Ji = s.J[i]
+        for k in range(i, m):
+            Yk = s.Y[k]
+            acc = 0.0
+            for j in range(nv):
+                acc += Ji[j] * Yk[j]
+            s.A[i, k] = acc
+            s.A[k, i] = acc
+        s.A[i, i] *= 1.0 + cfm
+        if s.A[i, i] <= 1e-14:
+            # a row no motion can change (e.g. the out-of-plane row of a ball closure in a
+            # planar linkage): it constrains nothing, so it gets no impulse
+            for k in range(m):
+                s.A[i, k] = 0.0
+                s.A[k, i] = 0.0
+            s.A[i, i] = 1.0
+            s.b[i] = 0.0
+            continue
+        jv = 0.0
+        for j in range(nv):
+            jv += Ji[j] * v[j]
+        s.b[i] -= jv          # b = target - J v*
+    status = solve_boxed_lcp(s.A, s.b, s.lo, s.hi, s.findex, m, s.x, s.w, lf, li,
+                             pgs_iterations, pgs_tolerance)
+    s.stats[STAT_STATUS] = status
+    if status == 1:
+        s.stats[STAT_FALLBACKS] += 1
+    elif status == 2:
+        s.stats[STAT_FAILURES] += 1
+    for i in range(m):
+        xi = s.x[i]
+        if xi != 0.0:
+            Y = s.Y[i]
+            for j in range(nv):
+                v[j] += xi * Y[j]
+    for k in range(ncontact):
+        for a in range(3):
+            s.cforce[k, a] = (s.x[3 * k] * s.cdir[k, 0, a] + s.x[3 * k + 1] * s.cdir[k, 1, a]
+                              + s.x[3 * k + 2] * s.cdir[k, 2, a]) / dt
+
+
+# ------------------------------------------------------------------- penalty contact ---
+@inline
+def _point_velocity(t, d, link, p, out):
+    """World velocity of the material point of `link`'s body at world point p."""
+    b = t.link_body[link]
+    if b < 0:
+        out[0], out[1], out[2] = 0.0, 0.0, 0.0
+        return
+    R = d.Rw[b]
+    vb, wb = d.vel[b, :3], d.vel[b, 3:]
+    r0, r1, r2 = p[0] - d.pw[b, 0], p[1] - d.pw[b, 1], p[2] - d.pw[b, 2]
+    for a in range(3):
+        out[a] = R[a, 0] * vb[0] + R[a, 1] * vb[1] + R[a, 2] * vb[2]
+    w0 = R[0, 0] * wb[0] + R[0, 1] * wb[1] + R[0, 2] * wb[2]
+    w1 = R[1, 0] * wb[0] + R[1, 1] * wb[1] + R[1, 2] * wb[2]
+    w2 = R[2, 0] * wb[0] + R[2, 1] * wb[1] + R[2, 2] * wb[2]
+    out[0] += w1 * r2 - w2 * r1
+    out[1] += w2 * r0 - w0 * r2
+    out[2] += w0 * r1 - w1 * r0
+
+
+@inline
+def _add_body_force(t, d, link, p, F, sign):
+    """fext of `link`'s body += sign * (world force F at world point p), in body coordinates."""
+    b = t.link_body[link]
+    if b < 0:
+        return
+    R = d.Rw[b]
+    r0, r1, r2 = p[0] - d.pw[b, 0], p[1] - d.pw[b, 1], p[2] - d.pw[b, 2]
+    n0 = r1 * F[2] - r2 * F[1]
+    n1 = r2 * F[0] - r0 * F[2]
+    n2 = r0 * F[1] - r1 * F[0]
+    for a in range(3):
+        d.fext[b, a] += sign * (R[0, a] * F[0] + R[1, a] * F[1] + R[2, a] * F[2])
+        d.fext[b, 3 + a] += sign * (R[0, a] * n0 + R[1, a] * n1 + R[2, a] * n2)
+
+
+@kernel
+def _penalty_forces(t, d, s, c, ncon, stiffness, damping, friction_velocity, scratch):
+    """Chrono SMC-style contact: normal force k depth - c vn (never pulling), friction
+    -mu fn vt / max(|vt|, friction_velocity), added to fext; forces kept for contacts()."""
+    va, vb, F = scratch[0], scratch[1], scratch[2]
+    for k in range(ncon):
+        s.csel[k] = k
+        la, lb = c.link[k, 0], c.link[k, 1]
+        p = c.point[k]
+        n = c.normal[k]
+        _point_velocity(t, d, la, p, va)
+        _point_velocity(t, d, lb, p, vb)
+        for a in range(3):
+            va[a] -= vb[a]
+        vn = _dot3(va, n)
+        fn = stiffness * c.depth[k] - damping * vn
+        if c.depth[k] <= 0.0 or fn <= 0.0:
+            fn = 0.0
+        for a in range(3):
+            va[a] -= vn * n[a]          # tangential slip velocity
+        vt = math.sqrt(_dot3(va, va))
+        scale = c.mu[k] * fn / max(vt, friction_velocity)
+        for a in range(3):
+            F[a] = fn * n[a] - scale * va[a]
+            s.cforce[k, a] = F[a]
+        _add_body_force(t, d, la, p, F, 1.0)
+        _add_body_force(t, d, lb, p, F, -1.0)
+    return ncon
+
+
+# ------------------------------------------------------------ entry point for checks ---
+@kernel
+def loop_rows_kernel(tf, ti, df, rf, ri, sf, si, sizes, q, joint_erp, dt):
+    """The loop closure rows at q (J in the solver's J, targets in b): for tests and tools."""
+    t, _, _ = kernels.carve_tree(tf, ti)
+    d, _ = kernels.carve_data(df, ti)
+    r, _, _ = carve_rules(rf, ri, sizes[0], sizes[1])
+    s, _, _ = carve_solver(sf, si, sizes[2], sizes[0], sizes[3], sizes[4])
+    kernels.forward_kinematics(t, d, q)
+    kernels.link_poses(t, d)
+    m = 0
+    for k in range(sizes[1]):
+        m = _loop_rows(t, d, r, s, k, m, s.scratch, joint_erp, dt)
+    return m

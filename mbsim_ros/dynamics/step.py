@@ -1,0 +1,182 @@
+"""The time step: dynamics (kernels.py), collision (collision.py) and constraints
+(constraints.py) in one numba call per Simulation.step(), so nothing crosses into Python
+between steps.
+
+Semi-implicit Euler (DART's World step): ABA with implicit springs and dampers, v* = v + dt
+qdd, constraint impulses (contacts, limits, locks, loops), v+ = v* + M^-1 J^T x, then positions
+with v+. RK4 integrates smooth forces only: penalty contact, no constraint rows.
+"""
+import math
+
+from .collision import carve_contacts, carve_geoms, collide
+from .constraints import (CONTACT_LCP, CONTACT_NONE, CONTACT_PENALTY, STAT_NCON, STAT_NPREV, STAT_ROWS,
+                          Options,
+                          _apply_impulses, _contact_rows, _joint_rows, _loop_rows, _penalty_forces,
+                          _remember, _select_contacts, _warm_start, carve_rules, carve_solver)
+from .kernels import (FREE, _passive_implicit, _quat_to_R, _restore_if_nonfinite, aba, carve_data,
+                      carve_tree, integrate, kernel, link_poses, velocity_kinematics)
+
+
+@kernel
+def _free_joints_translate_straight(t, d, q, v, dt):
+    """After q = q (+) v dt: a free joint's origin moves in a straight line at its classical
+    velocity u = v_lin + dt w x v_lin (start-of-step w, v), as MuJoCo's world-frame free joint,
+    and v_lin becomes u in the new body frame. The twist exponential alone moves the origin
+    along a screw, which turns the momentum of a spinning body by O(dt^2 w v) per step; this
+    way momentum changes by exactly the applied impulses."""
+    Rk, Rn = d.T66[:3, :3], d.T66b[:3, :3]
+    for i in range(t.parent.shape[0]):
+        if t.jtype[i] != FREE:
+            continue
+        iq, iv = t.iq[i], t.iv[i]
+        v0, w0 = d.v_prev[iv:iv + 3], d.v_prev[iv + 3:iv + 6]
+        u0 = v[iv] + dt * (w0[1] * v0[2] - w0[2] * v0[1])
+        u1 = v[iv + 1] + dt * (w0[2] * v0[0] - w0[0] * v0[2])
+        u2 = v[iv + 2] + dt * (w0[0] * v0[1] - w0[1] * v0[0])
+        qp = d.q_prev
+        _quat_to_R(qp[iq + 3], qp[iq + 4], qp[iq + 5], qp[iq + 6], Rk)
+        _quat_to_R(q[iq + 3], q[iq + 4], q[iq + 5], q[iq + 6], Rn)
+        for a in range(3):
+            q[iq + a] = qp[iq + a] + dt * (Rk[a, 0] * u0 + Rk[a, 1] * u1 + Rk[a, 2] * u2)
+        # u in the new body frame: Rn^T Rk u
+        x0 = Rk[0, 0] * u0 + Rk[0, 1] * u1 + Rk[0, 2] * u2
+        x1 = Rk[1, 0] * u0 + Rk[1, 1] * u1 + Rk[1, 2] * u2
+        x2 = Rk[2, 0] * u0 + Rk[2, 1] * u1 + Rk[2, 2] * u2
+        for a in range(3):
+            v[iv + a] = Rn[0, a] * x0 + Rn[1, a] * x1 + Rn[2, a] * x2
+
+
+@kernel
+def _contacts_and_applied(t, d, g, c, s, r, opt, q, v, tau):
+    """Kinematics at (q, v), contacts, penalty forces into fext, tau clamped to the effort
+    limits into s.tau_applied. Returns the number of contacts detected."""
+    velocity_kinematics(t, d, q, v)
+    link_poses(t, d)          # contacts and loop closure rows read the link poses
+    d.fext[:, :] = 0.0
+    ncon = 0
+    method = int(opt.contact_method)
+    if method != CONTACT_NONE and g.pairs.shape[0] > 0:
+        ncon = collide(g, c, d.link_R, d.link_p, opt.contact_margin)
+        if method == CONTACT_PENALTY:
+            _penalty_forces(t, d, s, c, ncon, opt.contact_stiffness, opt.contact_damping,
+                            opt.friction_velocity, s.scratch)
+    s.stats[STAT_NCON] = ncon
+    for j in range(v.shape[0]):
+        lim = r.effort_limit[j]
+        s.tau_applied[j] = min(max(tau[j], -lim), lim)
+    return ncon
+
+
+@kernel
+def _step_semi_implicit_euler(t, d, g, c, r, s, opt, q, v, tau, dt, nsteps, lf, li, nloop, maxc):
+    """Returns (steps done, first non-finite DOF or -1); on a blow-up the state before the
+    failing step is restored."""
+    nv = v.shape[0]
+    for step in range(nsteps):
+        d.q_prev[:] = q
+        d.v_prev[:] = v
+        ncon = _contacts_and_applied(t, d, g, c, s, r, opt, q, v, tau)
+        _passive_implicit(t, d, q, v, s.tau_applied, dt, opt.friction_velocity)
+        aba(t, d, d.tau_total, d.diag, d.qdd)
+        for j in range(nv):
+            v[j] += dt * d.qdd[j]
+        ncontact = 0
+        m = 0
+        if int(opt.contact_method) == CONTACT_LCP and ncon > 0:
+            ncontact = _select_contacts(c, ncon, s, maxc)
+            m = _contact_rows(t, d, s, c, ncontact, d.v_prev, m, opt.erp, opt.max_erv,
+                              opt.bounce_velocity, dt, s.scratch)
+        m = _joint_rows(t, r, s, q, v, m, opt.joint_erp, dt)
+        loop0 = m
+        for k in range(nloop):
+            m = _loop_rows(t, d, r, s, k, m, s.scratch, opt.joint_erp, dt)
+        s.stats[STAT_ROWS] = m
+        if m > 0:
+            _warm_start(s, c, ncontact, m)
+            for i in range(loop0, m):
+                s.x[i] = s.loop_x[i - loop0]
+            _apply_impulses(t, d, r, s, v, m, ncontact, opt.cfm, dt, int(opt.pgs_iterations),
+                            opt.pgs_tolerance, lf, li)
+            _remember(s, c, ncontact)
+            for i in range(loop0, m):
+                s.loop_x[i - loop0] = s.x[i]
+        else:
+            s.stats[STAT_NPREV] = 0   # no contacts to warm-start from next step
+        integrate(t, q, v, dt, q)
+        _free_joints_translate_straight(t, d, q, v, dt)
+        bad = _restore_if_nonfinite(t, d, q, v)
+        if bad >= 0:
+            return step, bad
+    return nsteps, -1
+
+
+@kernel
+def _explicit_accel(t, d, g, c, s, r, opt, q, v, tau, qdd):
+    """qdd with passive and penalty contact forces explicit (the implicit form at dt = 0)."""
+    _contacts_and_applied(t, d, g, c, s, r, opt, q, v, tau)
+    _passive_implicit(t, d, q, v, s.tau_applied, 0.0, opt.friction_velocity)
+    aba(t, d, d.tau_total, d.diag, qdd)
+
+
+@kernel
+def _step_rk4(t, d, g, c, r, s, opt, q, v, tau, dt, nsteps):
+    """Classical RK4 with stage positions q (+) c dt v_k on the manifold (as MuJoCo's RK4);
+    passive and penalty contact forces explicit. Returns (steps done, first non-finite DOF or -1)."""
+    nv = v.shape[0]
+    cs = (0.0, 0.5, 0.5, 1.0)
+    ws = (1.0 / 6.0, 1.0 / 3.0, 1.0 / 3.0, 1.0 / 6.0)
+    for step in range(nsteps):
+        d.q_prev[:] = q
+        d.v_prev[:] = v
+        for k in range(4):
+            if k == 0:
+                d.q_stage[:] = q
+                d.v_stage[:] = v
+            else:
+                for j in range(nv):
+                    d.v_stage[j] = v[j] + cs[k] * dt * d.k_a[k - 1, j]
+                integrate(t, q, d.k_v[k - 1], cs[k] * dt, d.q_stage)
+            d.k_v[k, :] = d.v_stage
+            _explicit_accel(t, d, g, c, s, r, opt, d.q_stage, d.v_stage, tau, d.k_a[k])
+        for j in range(nv):
+            d.v_sum[j] = 0.0
+            d.a_sum[j] = 0.0
+            for k in range(4):
+                d.v_sum[j] += ws[k] * d.k_v[k, j]
+                d.a_sum[j] += ws[k] * d.k_a[k, j]
+        integrate(t, q, d.v_sum, dt, q)
+        for j in range(nv):
+            v[j] += dt * d.a_sum[j]
+        bad = _restore_if_nonfinite(t, d, q, v)
+        if bad >= 0:
+            return step, bad
+    return nsteps, -1
+
+
+@kernel
+def _carve_world(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, sizes, optf):
+    t, _, _ = carve_tree(tf, ti)
+    d, _ = carve_data(df, ti)
+    g, _, _ = carve_geoms(gf, gi)
+    c, _, _ = carve_contacts(cf, ci)
+    nv, nloop, mmax, ccap, nlooprows = sizes[0], sizes[1], sizes[2], sizes[3], sizes[4]
+    r, _, _ = carve_rules(rf, ri, nv, nloop)
+    s, _, _ = carve_solver(sf, si, mmax, nv, ccap, nlooprows)
+    opt = Options(optf[0], optf[1], optf[2], optf[3], optf[4], optf[5], optf[6], optf[7], optf[8],
+                  optf[9], optf[10], optf[11])
+    return t, d, g, c, r, s, opt
+
+
+# ------------------------------------------------------------ entry points from Python ---
+@kernel
+def step_semi_implicit_euler(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, lf, li, sizes, optf,
+                             q, v, tau, dt, nsteps):
+    t, d, g, c, r, s, opt = _carve_world(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, sizes, optf)
+    return _step_semi_implicit_euler(t, d, g, c, r, s, opt, q, v, tau, dt, nsteps, lf, li,
+                                     sizes[1], sizes[5])
+
+
+@kernel
+def step_rk4(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, lf, li, sizes, optf, q, v, tau, dt, nsteps):
+    t, d, g, c, r, s, opt = _carve_world(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, sizes, optf)
+    return _step_rk4(t, d, g, c, r, s, opt, q, v, tau, dt, nsteps)
