@@ -35,14 +35,17 @@ def cmd_run(args):
     models, notes = _load(paths, args.floating_base)
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
+    if args.hold > 0:
+        hold_initial_pose(models, args.hold)
     t0 = time.perf_counter()
-    sim = Simulation(models, dt=args.dt, integrator=args.integrator)
+    sim = Simulation(models, dt=args.dt, integrator=args.integrator, contact=args.contact)
     prepare = time.perf_counter() - t0
     steps = int(round(args.duration / args.dt))
     chunk = max(1, min(steps, int(round(0.02 / args.dt))))   # progress every 20 ms of sim time
     names = ", ".join(m.name for m in models)
+    held = f", joints held at their initial angles (stiffness {args.hold:g})" if args.hold > 0 else ""
     print(f"simulating {names}: {sim.nv} DOF, dt = {args.dt:g} s, {args.duration:g} s "
-          f"({steps} steps, {args.integrator}); contact is not simulated yet")
+          f"({steps} steps, {args.integrator}, contact {sim.contact}{held})")
     start = time.perf_counter()
     with tqdm(total=steps, unit="step", disable=args.quiet, mininterval=0.5) as bar:
         done = 0
@@ -59,8 +62,22 @@ def cmd_run(args):
           f"model compile and load {prepare:.2f} s)")
     T = sim.link_transforms()
     root = models[0].root_links[0]
-    print(f"final position of {root}: {np.array2string(T[root][:3, 3], precision=3)}")
+    print(f"final position of {root}: {np.array2string(T[root][:3, 3], precision=3)}; "
+          f"{len(sim.contacts())} contacts")
     return 0
+
+
+def hold_initial_pose(models, stiffness):
+    """Hold every one-coordinate joint at its initial angle with a stiff implicit spring and a
+    damper (critically damped for a unit inertia): a stand-in for a controller, stable at any dt."""
+    import numpy as np
+    for model in models:
+        for joint in model.joints:
+            if joint.type not in ("fixed", "ball", "free"):
+                joint.stiffness = np.full(joint.nv, stiffness)
+                joint.damping = np.maximum(joint.damping, 2.0 * np.sqrt(stiffness))
+                joint.rest_position = np.array(joint.q0, dtype=float)
+        model.finalize()
 
 
 def cmd_info(args):
@@ -108,6 +125,11 @@ def build_parser():
     run.add_argument("--duration", type=float, default=5.0, help="simulated seconds (default 5)")
     run.add_argument("--dt", type=float, default=0.001, help="time step in seconds (default 0.001)")
     run.add_argument("--integrator", default="semi-implicit-euler", choices=["semi-implicit-euler", "rk4"])
+    run.add_argument("--contact", default=None, choices=["lcp", "penalty", "none"],
+                     help="contact model (default: what the model asks for, else lcp)")
+    run.add_argument("--hold", type=float, default=2000.0, metavar="K",
+                     help="hold joints at their initial angles with springs of stiffness K "
+                          "(N m/rad or N/m; default 2000; 0 = limp)")
     run.add_argument("--floating-base", action="store_true", help="URDF: free joint above the root link")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     run.set_defaults(func=cmd_run)

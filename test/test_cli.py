@@ -6,11 +6,19 @@ from mbsim_ros import cli
 
 
 def test_run_simulates_the_bundled_world_and_prints_a_summary(capsys):
-    assert cli.main(["run", "--duration", "0.1", "--quiet"]) == 0
+    assert cli.main(["run", "--duration", "1", "--quiet"]) == 0
     out = capsys.readouterr().out
-    assert "simulating SR1, floor: 35 DOF" in out
-    assert "steps: 100  simulated: 0.100 s" in out
-    # no contact yet: the humanoid falls freely, g t^2 / 2 below where it started (0.7135 m)
+    assert "simulating SR1, floor: 35 DOF" in out and "contact lcp" in out
+    assert "steps: 1000  simulated: 1.000 s" in out
+    # the humanoid, joints held, drops the 5 mm between its soles and the floor and stands
+    z = float(out.split("final position of WAIST: [")[1].split("]")[0].split()[2])
+    assert abs(z - (0.7135 - 0.005)) < 2e-3
+    assert int(out.split("; ")[-1].split()[0]) >= 8        # both feet flat: 4 corners each
+
+
+def test_run_without_contact_falls_freely(capsys):
+    assert cli.main(["run", "--duration", "0.1", "--quiet", "--contact", "none"]) == 0
+    out = capsys.readouterr().out
     z = float(out.split("final position of WAIST: [")[1].split("]")[0].split()[2])
     assert abs(z - (0.7135 - 9.80665 * 1e-6 * 100 * 101 / 2)) < 1e-3
 
