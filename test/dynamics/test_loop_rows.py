@@ -39,24 +39,31 @@ def with_loops(rng, kinds):
     return model.finalize()
 
 
+def world_with_every_loop_kind(rng):
+    """A random tree with one loop of every kind, and (compiled, constraint set, workspace)."""
+    model = with_loops(rng, list(LOOP_KINDS))
+    compiled = compile_models(model)
+    df, _ = compiled.new_data()
+    return model, (compiled, ConstraintSet(compiled, None, 0), df)
+
+
+def rate_along(world, q, v, h=1e-6):
+    """de/dt along v by central differences on the manifold."""
+    compiled = world[0]
+    return (rows_at(*world, kernels_integrate(compiled, q, v * h))[1]
+            - rows_at(*world, kernels_integrate(compiled, q, -v * h))[1]) / (2 * h)
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_every_row_is_the_rate_of_its_constraint_function(seed):
     rng = np.random.default_rng(seed)
-    kinds = list(LOOP_KINDS)
-    model = with_loops(rng, kinds)
-    compiled = compile_models(model)
-    cs = ConstraintSet(compiled, None, 0)
-    df, _ = compiled.new_data()
-    q = model.initial_q()
+    model, world = world_with_every_loop_kind(rng)
     # move away from the reference state so that the constraints are violated, then test there
-    q = kernels_integrate(compiled, q, rng.normal(size=model.nv) * 0.2)
+    q = kernels_integrate(world[0], model.initial_q(), rng.normal(size=model.nv) * 0.2)
     v = rng.normal(size=model.nv)
-    J, e = rows_at(compiled, cs, df, q)
-    assert J.shape[0] == sum(LOOP_KINDS[k][1] for k in kinds)
-    h = 1e-6
-    _, e_plus = rows_at(compiled, cs, df, kernels_integrate(compiled, q, v * h))
-    _, e_minus = rows_at(compiled, cs, df, kernels_integrate(compiled, q, -v * h))
-    rate = (e_plus - e_minus) / (2 * h)
+    J, e = rows_at(*world, q)
+    assert J.shape[0] == sum(n for _, n in LOOP_KINDS.values())
+    rate = rate_along(world, q, v)
     # the weld's angular error is the skew part of a rotation: its rate is w_a - w_b only near
     # closure, so its rows are checked at the reference state below instead
     weld = rows_of(model, "weld")[3:]
@@ -66,17 +73,11 @@ def test_every_row_is_the_rate_of_its_constraint_function(seed):
 
 def test_weld_rows_are_exact_at_closure_and_errors_are_zero_at_the_reference_state():
     rng = np.random.default_rng(7)
-    kinds = list(LOOP_KINDS)
-    model = with_loops(rng, kinds)
-    compiled = compile_models(model)
-    cs = ConstraintSet(compiled, None, 0)
-    df, _ = compiled.new_data()
+    model, world = world_with_every_loop_kind(rng)
     q = model.initial_q()
     v = rng.normal(size=model.nv)
-    J, e = rows_at(compiled, cs, df, q)
-    h = 1e-6
-    rate = (rows_at(compiled, cs, df, kernels_integrate(compiled, q, v * h))[1]
-            - rows_at(compiled, cs, df, kernels_integrate(compiled, q, -v * h))[1]) / (2 * h)
+    J, e = rows_at(*world, q)
+    rate = rate_along(world, q, v)
     np.testing.assert_allclose(J @ v, rate, rtol=1e-6, atol=1e-6 * np.abs(J @ v).max())
     # angular rows (weld, hinge, revolute_translational) start closed; point rows measure the
     # random points' separation, checked against link_transforms for the ball rows
