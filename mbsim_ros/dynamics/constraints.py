@@ -655,8 +655,8 @@ def _solve_tree(r, H, x):
 # ------------------------------------------------------------------------------ solve ---
 @kernel
 def _warm_start(s, c, ncontact, m):
-    """x from last step: contacts matched by geom pair and nearest point (within 1 cm),
-    loop rows by position; everything else starts at zero."""
+    """x from last step for the contact rows: matched by geom pair and nearest point (within
+    1 cm); every other row starts at zero (the step restores the loop rows itself)."""
     for i in range(m):
         s.x[i] = 0.0
     nprev = s.stats[STAT_NPREV]

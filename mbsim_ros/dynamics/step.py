@@ -6,8 +6,6 @@ Semi-implicit Euler (DART's World step): ABA with implicit springs and dampers, 
 qdd, constraint impulses (contacts, limits, locks, loops), v+ = v* + M^-1 J^T x, then positions
 with v+. RK4 integrates smooth forces only: penalty contact, no constraint rows.
 """
-import math
-
 from .collision import carve_contacts, carve_geoms, collide
 from .constraints import (CONTACT_LCP, CONTACT_NONE, CONTACT_PENALTY, STAT_NCON, STAT_NPREV, STAT_ROWS,
                           Options,

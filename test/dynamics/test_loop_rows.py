@@ -13,7 +13,7 @@ from mbsim_ros.dynamics.compiled import compile_models
 from mbsim_ros.dynamics.constraints import LOOP_KINDS, ConstraintSet, loop_rows_kernel
 from mbsim_ros.model import Joint, Link, LoopConstraint, Model
 
-from pin_reference import random_inertia, random_state, random_tree, random_unit
+from pin_reference import random_state, random_tree, random_unit
 
 ERP, DT = 0.2, 1e-3
 
