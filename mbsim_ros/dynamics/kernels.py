@@ -46,7 +46,8 @@ Data = namedtuple("Data", [
     "M", "qdd", "tau_total", "diag",
     "t6a", "t6b", "T66", "T66b", "UDi",  # scratch
     "link_R", "link_p",  # world link poses
-    "q_prev", "v_prev",
+    "q_prev", "v_prev",  # state at the start of the last step
+    "a_step",      # (v after the step's impulses - v_prev) / dt: the last step's acceleration
     "k_v", "k_a", "q_stage", "v_stage", "v_sum", "a_sum",  # RK4 stages
 ])
 
@@ -58,7 +59,7 @@ def tree_sizes(nb, nv, nl):
 
 def data_size(nb, nv, nq, nl):
     """Float buffer length that carve_data lays out."""
-    return nb * 210 + nv * nv + 15 * nv + 2 * nq + 12 * nl + 120
+    return nb * 210 + nv * nv + 16 * nv + 2 * nq + 12 * nl + 120
 
 
 @njit(cache=True, nogil=True)
@@ -130,6 +131,7 @@ def carve_data(df, ti):
     link_p = df[o:o + 3 * nl].reshape((nl, 3)); o += 3 * nl
     q_prev = df[o:o + nq]; o += nq
     v_prev = df[o:o + nv]; o += nv
+    a_step = df[o:o + nv]; o += nv
     k_v = df[o:o + 4 * nv].reshape((4, nv)); o += 4 * nv
     k_a = df[o:o + 4 * nv].reshape((4, nv)); o += 4 * nv
     q_stage = df[o:o + nq]; o += nq
@@ -137,7 +139,7 @@ def carve_data(df, ti):
     v_sum = df[o:o + nv]; o += nv
     a_sum = df[o:o + nv]; o += nv
     data = Data(Rr, pr, Rw, pw, X, vel, cb, acc, IA, pA, U, Dinv, u, f, fext, M, qdd, tau_total,
-                diag, t6a, t6b, T66, T66b, UDi, link_R, link_p, q_prev, v_prev, k_v, k_a,
+                diag, t6a, t6b, T66, T66b, UDi, link_R, link_p, q_prev, v_prev, a_step, k_v, k_a,
                 q_stage, v_stage, v_sum, a_sum)
     return data, o
 

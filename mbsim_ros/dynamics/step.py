@@ -100,6 +100,8 @@ def _step_semi_implicit_euler(t, d, g, c, r, s, opt, q, v, tau, dt, nsteps, lf, 
                 s.loop_x[i - loop0] = s.x[i]
         else:
             s.stats[STAT_NPREV] = 0   # no contacts to warm-start from next step
+        for j in range(nv):
+            d.a_step[j] = (v[j] - d.v_prev[j]) / dt
         integrate(t, q, v, dt, q)
         _free_joints_translate_straight(t, d, q, v, dt)
         bad = _restore_if_nonfinite(t, d, q, v)
@@ -145,6 +147,7 @@ def _step_rk4(t, d, g, c, r, s, opt, q, v, tau, dt, nsteps):
         integrate(t, q, d.v_sum, dt, q)
         for j in range(nv):
             v[j] += dt * d.a_sum[j]
+            d.a_step[j] = d.a_sum[j]
         bad = _restore_if_nonfinite(t, d, q, v)
         if bad >= 0:
             return step, bad
