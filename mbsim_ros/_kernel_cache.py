@@ -3,9 +3,12 @@
 numba keys a cached kernel on its own source file only. A kernel that calls code from another
 file (the step kernel calls collision, constraint and LCP kernels) would load stale machine
 code after that other file changed, and a stale buffer layout crashes the process. So the
-kernels cache into a directory named after a hash of all the package's numba sources: a
+kernels cache into a directory named after a hash of the numba sources they can call: a
 changed source means a fresh directory, and a process still running old sources keeps
 writing into the old one (deleting caches instead races with such a process).
+
+Each subpackage names the subpackages its kernels call (`kernel_cache("dynamics", "sensors")`),
+so that editing the renderer does not throw away the step kernel's two-minute compile.
 """
 import contextlib
 import hashlib
@@ -18,8 +21,10 @@ PACKAGE = Path(__file__).parent
 KEEP = 3      # cache directories of older source versions kept (others may still use them)
 
 
-def sources_digest(package: Path = PACKAGE) -> str:
-    sources = sorted(p for p in package.rglob("*.py") if b"numba" in p.read_bytes())
+def sources_digest(package: Path = PACKAGE, parts=()) -> str:
+    """Hash of the numba sources under the given subpackages (all of the package if none)."""
+    roots = [package / part for part in parts] or [package]
+    sources = sorted(p for root in roots for p in root.rglob("*.py") if b"numba" in p.read_bytes())
     return hashlib.sha1(b"".join(p.read_bytes() for p in sources)).hexdigest()[:16]
 
 
@@ -34,12 +39,14 @@ def cache_root(package: Path = PACKAGE) -> Path:
 
 
 @contextlib.contextmanager
-def kernel_cache(package: Path = PACKAGE):
-    """While active, numba functions being defined cache under this source version's directory."""
+def kernel_cache(*parts, package: Path = PACKAGE):
+    """While active, numba functions being defined cache under the directory of this version of
+    the sources in `parts` (subpackage names; all of the package if none)."""
     from numba.core import config
     root = cache_root(package)
-    directory = root / sources_digest(package)
-    _prune(root, keep=directory)
+    prefix = "-".join(parts) + "-" if parts else ""
+    directory = root / (prefix + sources_digest(package, parts))
+    _prune(root, keep=directory, prefix=prefix)
     previous = config.CACHE_DIR
     config.CACHE_DIR = str(directory)
     try:
@@ -48,9 +55,11 @@ def kernel_cache(package: Path = PACKAGE):
         config.CACHE_DIR = previous
 
 
-def _prune(root: Path, keep: Path):
+def _prune(root: Path, keep: Path, prefix: str = ""):
+    """Drop all but the KEEP newest other versions of the same subpackages' caches."""
+    same = (lambda name: name.startswith(prefix)) if prefix else (lambda name: "-" not in name)
     try:
-        others = sorted((d for d in root.iterdir() if d.is_dir() and d != keep),
+        others = sorted((d for d in root.iterdir() if d.is_dir() and d != keep and same(d.name)),
                         key=lambda d: d.stat().st_mtime, reverse=True)
     except OSError:
         return

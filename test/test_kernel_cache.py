@@ -10,27 +10,41 @@ def test_the_cache_directory_follows_the_numba_sources_only(tmp_path):
     kernels_py = tmp_path / "sub" / "kernels.py"
     kernels_py.write_text("import numba\n")
     (tmp_path / "plain.py").write_text("x = 1\n")
-    with kernel_cache(tmp_path) as first:
+    with kernel_cache(package=tmp_path) as first:
         assert numba.config.CACHE_DIR == str(first)
     assert numba.config.CACHE_DIR != str(first)          # restored afterwards
     (tmp_path / "plain.py").write_text("x = 2\n")         # no numba in it: same cache
-    with kernel_cache(tmp_path) as same:
+    with kernel_cache(package=tmp_path) as same:
         assert same == first
     kernels_py.write_text("import numba\n# edited\n")     # a numba source changed: a new cache
-    with kernel_cache(tmp_path) as second:
+    with kernel_cache(package=tmp_path) as second:
         assert second != first and second.name == sources_digest(tmp_path)
+
+
+def test_a_subpackage_cache_ignores_the_other_subpackages(tmp_path):
+    for part in ("dyn", "render"):
+        (tmp_path / part).mkdir()
+        (tmp_path / part / "k.py").write_text("import numba\n")
+    with kernel_cache("dyn", package=tmp_path) as first:
+        pass
+    (tmp_path / "render" / "k.py").write_text("import numba\n# edited\n")
+    with kernel_cache("dyn", package=tmp_path) as same:
+        assert same == first and same.name.startswith("dyn-")
+    (tmp_path / "dyn" / "k.py").write_text("import numba\n# edited\n")
+    with kernel_cache("dyn", package=tmp_path) as second:
+        assert second != first
 
 
 def test_old_cache_directories_are_pruned_to_a_few(tmp_path):
     (tmp_path / "k.py").write_text("import numba\n")
-    with kernel_cache(tmp_path) as current:
+    with kernel_cache(package=tmp_path) as current:
         root = current.parent
     for k in range(KEEP + 3):
         (root / f"old{k}").mkdir(parents=True)
-    with kernel_cache(tmp_path):
+    with kernel_cache(package=tmp_path):
         pass
     assert len([d for d in root.iterdir() if d.is_dir()]) <= KEEP + 1
 
 
 def test_the_package_kernels_cache_under_their_source_version():
-    assert sources_digest() in kernels.aba._cache._cache_path    # numba's cache locator
+    assert sources_digest(parts=("dynamics",)) in kernels.aba._cache._cache_path    # numba's cache locator

@@ -2,7 +2,7 @@
 Imports only model/."""
 from .._kernel_cache import kernel_cache
 
-with kernel_cache():     # every kernel module is imported here, under this source version's cache
+with kernel_cache("dynamics"):   # every kernel module is imported here, under this source version's cache
     from .api import (center_of_mass, forward_dynamics, frame_jacobian, integrate, inverse_dynamics,
                       link_accelerations, link_transforms, link_velocities, mass_matrix)
     from .compiled import compile_models
