@@ -13,7 +13,7 @@ from .image import depth_to_image, write_png
 from .scene import (Scene, camera_parameters, lathe, look_at, range_directions, sensor_pose,
                     tessellate, world_scene)
 
-with kernel_cache():     # the kernel modules are imported here, under this source version's cache
+with kernel_cache("render"):   # our kernels call only our own: cached under this subpackage's digest
     from .raster import AMBIENT, BACKGROUND, LIGHT, intrinsics, render, shade
     from .raycast import cast_rays
 
