@@ -117,6 +117,70 @@ def cmd_convert(args):
     return 0
 
 
+def cmd_render(args):
+    import numpy as np
+    from .render import (camera_parameters, depth_to_image, framing_view, look_at, render,
+                         sensor_pose, world_scene, write_png)
+
+    def fail(message):
+        print(f"mbsim: {message}", file=sys.stderr)
+        return 2
+
+    def point(text):
+        try:
+            xyz = np.array([float(x) for x in text.split(",")])
+        except ValueError:
+            xyz = np.zeros(0)
+        return xyz if xyz.shape == (3,) and np.all(np.isfinite(xyz)) else None
+
+    if args.camera and (args.eye or args.target):
+        return fail("render: give either --camera or --from/--to, not both")
+    if bool(args.eye) != bool(args.target):
+        return fail("render: --from and --to go together")
+    eye = target = None
+    if args.eye:
+        eye, target = point(args.eye), point(args.target)
+        for value, text, flag in ((eye, args.eye, "--from"), (target, args.target, "--to")):
+            if value is None:
+                return fail(f"render: {flag} {text!r}: expected three numbers x,y,z (e.g. {flag}=1.5,-2,1)")
+    paths = args.models or DEFAULT_WORLD
+    models, notes = _load(paths, args.floating_base)
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    scene = world_scene(models)                  # every model at its initial pose
+    if args.camera:
+        cameras = [s for m in models for s in m.sensors if s.type == "camera"]
+        found = [s for s in cameras if s.name == args.camera]
+        if not found:
+            names = ", ".join(s.name for s in cameras) or "none"
+            return fail(f"render: no camera named {args.camera!r} (cameras: {names})")
+        width, height, fov, near, far = camera_parameters(found[0])
+        T = sensor_pose(scene, found[0])
+        what = f"camera {args.camera}"
+    else:
+        width, height, fov, near, far = 640, 480, 0.785, 0.01, np.inf
+        if eye is None:
+            eye, target = framing_view(models, scene, args.fov or fov)
+            what = "the world from the front-right, above"
+        else:
+            what = f"from {eye.tolist()} to {target.tolist()}"
+        if np.allclose(eye, target):
+            return fail("render: --from and --to are the same point")
+        T = look_at(eye, target)
+    width, height = args.width or width, args.height or height
+    fov = args.fov or fov
+    if width <= 0 or height <= 0 or not 0 < fov < np.pi:
+        return fail(f"render: need a positive --width and --height and 0 < --fov < pi, "
+                    f"got {width}x{height}, fov {fov:g}")
+    color, depth = render(scene, T, width, height, fov, near, far)
+    write_png(args.output, color)
+    print(f"wrote {args.output} ({width}x{height}, {what})")
+    if args.depth:
+        write_png(args.depth, depth_to_image(depth))
+        print(f"wrote {args.depth} (depth: white = near, black = nothing)")
+    return 0
+
+
 def build_parser():
     p = argparse.ArgumentParser(prog="mbsim", description="mbsim_ros: multibody simulation for ROS 2")
     sub = p.add_subparsers(dest="command", required=True)
@@ -142,6 +206,21 @@ def build_parser():
     conv.add_argument("-o", "--output", required=True)
     conv.add_argument("--floating-base", action="store_true")
     conv.set_defaults(func=cmd_convert)
+    ren = sub.add_parser("render", help="draw the world (or what one camera sees) into a PNG")
+    ren.add_argument("models", nargs="*", help="model files (default: the bundled SR1 world)")
+    ren.add_argument("-o", "--output", required=True, help="the PNG to write")
+    ren.add_argument("--camera", metavar="NAME", help="render what this camera sensor sees, at its "
+                     "own size, field of view and clip distances unless overridden")
+    ren.add_argument("--from", dest="eye", metavar="X,Y,Z",
+                     help="look-at view from this point (negative first number: --from=-2,1,1)")
+    ren.add_argument("--to", dest="target", metavar="X,Y,Z", help="... toward this point (up = +z)")
+    ren.add_argument("--width", type=int, help="pixels (default 640, or the camera's)")
+    ren.add_argument("--height", type=int, help="pixels (default 480, or the camera's)")
+    ren.add_argument("--fov", type=float, help="field of view over the shorter side, radians "
+                     "(default 0.785, or the camera's)")
+    ren.add_argument("--depth", metavar="PNG", help="also write the depth image (grey, near = white)")
+    ren.add_argument("--floating-base", action="store_true", help="URDF: free joint above the root link")
+    ren.set_defaults(func=cmd_render)
     return p
 
 

@@ -10,13 +10,13 @@
 """
 from .._kernel_cache import kernel_cache
 from .image import depth_to_image, write_png
-from .scene import (Scene, camera_parameters, lathe, look_at, range_directions, sensor_pose,
-                    tessellate, world_scene)
+from .scene import (Scene, camera_parameters, framing_view, lathe, look_at, range_directions,
+                    sensor_pose, tessellate, world_scene)
 
 with kernel_cache("render"):   # our kernels call only our own: cached under this subpackage's digest
     from .raster import AMBIENT, BACKGROUND, LIGHT, intrinsics, render, shade
     from .raycast import cast_rays
 
 __all__ = ["AMBIENT", "BACKGROUND", "LIGHT", "Scene", "camera_parameters", "cast_rays",
-           "depth_to_image", "intrinsics", "lathe", "look_at", "range_directions", "render",
+           "depth_to_image", "framing_view", "intrinsics", "lathe", "look_at", "range_directions", "render",
            "sensor_pose", "shade", "tessellate", "world_scene", "write_png"]

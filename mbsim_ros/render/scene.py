@@ -275,6 +275,25 @@ def look_at(eye, target, up=(0.0, 0.0, 1.0)) -> np.ndarray:
     return T
 
 
+def framing_view(models, scene, fov):
+    """(eye, target) of a view from the front-right (+x, -y), above, whose field of view `fov`
+    fits the bounding sphere of the moving bodies at their current poses, or of every shape when
+    nothing moves (framing a 10 m floor would leave the robots a few pixels tall)."""
+    moving = []
+    for model in models:
+        moves = {}
+        for joint in model.joints:
+            moves[joint.child] = joint.type != "fixed" or moves.get(joint.parent, False)
+        moving += [name for name, m in moves.items() if m]
+    box = (scene.bounds(moving) if moving else None) or scene.bounds()
+    if box is None:                               # only planes, or nothing at all
+        return np.array([3.0, -3.0, 2.0]), np.zeros(3)
+    lo, hi = box
+    center, radius = 0.5 * (lo + hi), max(0.5 * float(np.linalg.norm(hi - lo)), 1e-3)
+    direction = np.array([1.0, -1.0, 0.8]) / np.linalg.norm([1.0, -1.0, 0.8])
+    return center + direction * 1.1 * radius / np.sin(0.5 * fov), center     # a 10 % margin
+
+
 def sensor_pose(scene, sensor) -> np.ndarray:
     """World pose of a model's sensor: its link's world transform @ sensor.pose."""
     return scene.link_transform(sensor.link) @ np.asarray(sensor.pose, float)
