@@ -1,0 +1,374 @@
+"""The one ROS 2 message layer: plain Python/numpy data in, serialized CDR bytes out.
+
+Every builder returns ``bytes(TYPESTORE.serialize_cdr(msg, typename))``: the 4-byte encapsulation
+header ``00 01 00 00`` followed by little-endian CDR (XCDR1), which is what ROS 2 puts on the wire
+and into rosbag2 files. The bytes go unchanged to whichever transport is active (rclpy, live DDS,
+rosbag2 MCAP). The wire layout of every type here is the same in Humble and Jazzy.
+
+Times are simulation seconds (float) turned into builtin_interfaces/Time by `to_sec_nanosec`.
+Bulk data (images, depth, ranges, joint vectors) goes through as numpy arrays, never Python lists.
+"""
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+from rosbags.typesys import Stores, get_typestore
+
+TYPESTORE = get_typestore(Stores.ROS2_JAZZY)
+
+# Type names (rosbags / rosbag2 spelling; the DDS spelling is derived from these).
+IMU = "sensor_msgs/msg/Imu"
+WRENCH_STAMPED = "geometry_msgs/msg/WrenchStamped"
+LASER_SCAN = "sensor_msgs/msg/LaserScan"
+IMAGE = "sensor_msgs/msg/Image"
+CAMERA_INFO = "sensor_msgs/msg/CameraInfo"
+POINT_CLOUD2 = "sensor_msgs/msg/PointCloud2"
+JOINT_STATE = "sensor_msgs/msg/JointState"
+TF_MESSAGE = "tf2_msgs/msg/TFMessage"
+CLOCK = "rosgraph_msgs/msg/Clock"
+STRING = "std_msgs/msg/String"
+DIAGNOSTIC_ARRAY = "diagnostic_msgs/msg/DiagnosticArray"
+FLOAT64_MULTI_ARRAY = "std_msgs/msg/Float64MultiArray"
+
+_T = TYPESTORE.types
+_Time = _T["builtin_interfaces/msg/Time"]
+_Header = _T["std_msgs/msg/Header"]
+_Vector3 = _T["geometry_msgs/msg/Vector3"]
+_Quaternion = _T["geometry_msgs/msg/Quaternion"]
+_Transform = _T["geometry_msgs/msg/Transform"]
+_TransformStamped = _T["geometry_msgs/msg/TransformStamped"]
+_Wrench = _T["geometry_msgs/msg/Wrench"]
+_PointField = _T["sensor_msgs/msg/PointField"]
+_RegionOfInterest = _T["sensor_msgs/msg/RegionOfInterest"]
+_KeyValue = _T["diagnostic_msgs/msg/KeyValue"]
+_DiagnosticStatus = _T["diagnostic_msgs/msg/DiagnosticStatus"]
+_serialize = TYPESTORE.serialize_cdr
+
+_F64 = np.dtype("<f8")
+_F32 = np.dtype("<f4")
+_NO_DATA = np.array([-1.0, 0, 0, 0, 0, 0, 0, 0, 0], dtype=_F64)  # covariance[0] = -1: "no estimate"
+_PLUMB_BOB_D = np.zeros(5, dtype=_F64)
+_IDENTITY9 = np.eye(3, dtype=_F64).reshape(9)
+_EMPTY_F64 = np.zeros(0, dtype=_F64)
+_EMPTY_F32 = np.zeros(0, dtype=_F32)
+_POINT_XYZ = [_PointField(name=n, offset=4 * i, datatype=_PointField.FLOAT32, count=1)
+              for i, n in enumerate("xyz")]
+
+# (dtype kind, item size, channels) -> encoding, for the arrays `image` accepts
+_ENCODINGS = {
+    ("u", 1, 3): "rgb8",
+    ("u", 1, 4): "rgba8",
+    ("u", 1, 1): "mono8",
+    ("u", 2, 1): "16UC1",
+    ("f", 4, 1): "32FC1",
+}
+
+
+def _cdr(msg, typename: str) -> bytes:
+    return bytes(_serialize(msg, typename))
+
+
+# ---------------------------------------------------------------------------------------------
+# time
+
+def to_sec_nanosec(t: float) -> tuple[int, int]:
+    """Seconds (float) -> (sec, nanosec), nanosec in [0, 1e9), rounded to the nearest nanosecond.
+
+    The whole seconds are split off before scaling, so large times (wall clock, ~1.7e9 s) keep
+    sub-microsecond resolution; 0.9999999999 s rounds up to (1, 0), never (0, 1000000000).
+    Negative times follow builtin_interfaces: -0.25 s is (-1, 750000000).
+    """
+    t = float(t)
+    if not math.isfinite(t):
+        raise ValueError(f"time stamp must be finite, got {t}")
+    sec = math.floor(t)
+    nanosec = int(round((t - sec) * 1e9))
+    if nanosec >= 1_000_000_000:
+        sec += 1
+        nanosec -= 1_000_000_000
+    return int(sec), nanosec
+
+
+def to_nanoseconds(t: float) -> int:
+    """Seconds (float) -> integer nanoseconds, with the rounding of `to_sec_nanosec`."""
+    sec, nanosec = to_sec_nanosec(t)
+    return sec * 1_000_000_000 + nanosec
+
+
+def time_msg(t: float):
+    """builtin_interfaces/Time for `t` seconds."""
+    sec, nanosec = to_sec_nanosec(t)
+    return _Time(sec=sec, nanosec=nanosec)
+
+
+def header(stamp: float, frame: str):
+    return _Header(stamp=time_msg(stamp), frame_id=frame)
+
+
+# ---------------------------------------------------------------------------------------------
+# sensors
+
+def _covariance(variances) -> np.ndarray:
+    cov = np.zeros(9, dtype=_F64)
+    cov[[0, 4, 8]] = np.asarray(variances, dtype=_F64).reshape(3)
+    return cov
+
+
+def _vector3(v):
+    x, y, z = (float(c) for c in v)
+    return _Vector3(x=x, y=y, z=z)
+
+
+def imu(stamp: float, frame: str, accel=None, gyro=None,
+        accel_variance=(0.0, 0.0, 0.0), gyro_variance=(0.0, 0.0, 0.0),
+        orientation=None, orientation_variance=(0.0, 0.0, 0.0)) -> bytes:
+    """sensor_msgs/Imu. accel: proper acceleration (m/s^2), gyro: angular velocity (rad/s), both in
+    `frame`; orientation: optional quaternion (x, y, z, w).
+
+    REP 145 / Imu.msg: a quantity without an estimate has covariance[0] = -1 (and zeros). Without
+    an orientation the quaternion is (0, 0, 0, 1), ROS 2's Quaternion default and a valid rotation
+    (an all-zero quaternion makes tools that ignore the -1 marker fail to normalize it).
+    The covariance diagonals are the given variances (row-major 3x3, indices 0, 4, 8).
+    """
+    if orientation is None:
+        q, q_cov = _Quaternion(x=0.0, y=0.0, z=0.0, w=1.0), _NO_DATA.copy()
+    else:
+        x, y, z, w = (float(c) for c in orientation)
+        q, q_cov = _Quaternion(x=x, y=y, z=z, w=w), _covariance(orientation_variance)
+    if gyro is None:
+        w_vec, w_cov = _Vector3(x=0.0, y=0.0, z=0.0), _NO_DATA.copy()
+    else:
+        w_vec, w_cov = _vector3(gyro), _covariance(gyro_variance)
+    if accel is None:
+        a_vec, a_cov = _Vector3(x=0.0, y=0.0, z=0.0), _NO_DATA.copy()
+    else:
+        a_vec, a_cov = _vector3(accel), _covariance(accel_variance)
+    msg = _T[IMU](header=header(stamp, frame), orientation=q, orientation_covariance=q_cov,
+                  angular_velocity=w_vec, angular_velocity_covariance=w_cov,
+                  linear_acceleration=a_vec, linear_acceleration_covariance=a_cov)
+    return _cdr(msg, IMU)
+
+
+def wrench(stamp: float, frame: str, values6) -> bytes:
+    """geometry_msgs/WrenchStamped from (fx, fy, fz, tx, ty, tz) in N and N m."""
+    v = np.asarray(values6, dtype=_F64).reshape(6)
+    msg = _T[WRENCH_STAMPED](header=header(stamp, frame),
+                             wrench=_Wrench(force=_vector3(v[:3]), torque=_vector3(v[3:])))
+    return _cdr(msg, WRENCH_STAMPED)
+
+
+def laser_scan(stamp: float, frame: str, ranges, angle_min: float, angle_increment: float,
+               angle_max: float, range_min: float, range_max: float, scan_time: float,
+               time_increment: float = 0.0, intensities=None) -> bytes:
+    """sensor_msgs/LaserScan. ranges in metres (REP 117: +inf no return, -inf too close, NaN
+    invalid); angle_max is the angle of the last ray, angle_min + (n - 1) * angle_increment."""
+    r = np.ascontiguousarray(ranges, dtype=_F32).reshape(-1)
+    inten = _EMPTY_F32 if intensities is None else np.ascontiguousarray(intensities, dtype=_F32).reshape(-1)
+    msg = _T[LASER_SCAN](header=header(stamp, frame), angle_min=float(angle_min),
+                         angle_max=float(angle_max), angle_increment=float(angle_increment),
+                         time_increment=float(time_increment), scan_time=float(scan_time),
+                         range_min=float(range_min), range_max=float(range_max),
+                         ranges=r, intensities=inten)
+    return _cdr(msg, LASER_SCAN)
+
+
+def image(stamp: float, frame: str, array, encoding: str | None = None) -> bytes:
+    """sensor_msgs/Image from a numpy array: (H, W, 3) uint8 -> rgb8, (H, W, 4) uint8 -> rgba8,
+    (H, W) uint8 -> mono8, (H, W) float32 -> 32FC1 (metres), (H, W) uint16 -> 16UC1 (mm).
+    `encoding` overrides the name only (e.g. "bgr8" for a (H, W, 3) uint8 array in BGR order).
+    Data are little-endian (is_bigendian = 0), rows packed: step = W * bytes per pixel."""
+    a = np.asarray(array)
+    if a.ndim == 2:
+        channels = 1
+    elif a.ndim == 3:
+        channels = a.shape[2]
+    else:
+        raise ValueError(f"image must be (H, W) or (H, W, C), got shape {a.shape}")
+    name = _ENCODINGS.get((a.dtype.kind, a.dtype.itemsize, channels))
+    if name is None:
+        raise ValueError(f"no image encoding for dtype {a.dtype} with {channels} channel(s)")
+    a = np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<"))
+    height, width = a.shape[:2]
+    msg = _T[IMAGE](header=header(stamp, frame), height=height, width=width,
+                    encoding=encoding or name, is_bigendian=0,
+                    step=width * channels * a.dtype.itemsize, data=a.reshape(-1).view(np.uint8))
+    return _cdr(msg, IMAGE)
+
+
+def camera_info(stamp: float, frame: str, width: int, height: int,
+                fx: float, fy: float, cx: float, cy: float) -> bytes:
+    """sensor_msgs/CameraInfo of an ideal pinhole camera: plumb_bob with five zero D,
+    K = [fx 0 cx; 0 fy cy; 0 0 1], R = I, P = [fx 0 cx 0; 0 fy cy 0; 0 0 1 0]."""
+    k = np.array([fx, 0.0, cx, 0.0, fy, cy, 0.0, 0.0, 1.0], dtype=_F64)
+    p = np.array([fx, 0.0, cx, 0.0, 0.0, fy, cy, 0.0, 0.0, 0.0, 1.0, 0.0], dtype=_F64)
+    msg = _T[CAMERA_INFO](header=header(stamp, frame), height=int(height), width=int(width),
+                          distortion_model="plumb_bob", d=_PLUMB_BOB_D.copy(), k=k,
+                          r=_IDENTITY9.copy(), p=p, binning_x=0, binning_y=0,
+                          roi=_RegionOfInterest(x_offset=0, y_offset=0, height=0, width=0,
+                                                do_rectify=False))
+    return _cdr(msg, CAMERA_INFO)
+
+
+def depth_points(depth, fx: float, fy: float, cx: float, cy: float) -> np.ndarray:
+    """(H, W, 3) float32 points in the optical frame (z forward, x right, y down) of a depth
+    image in metres: pixel (u, v) at depth d -> ((u - cx) d / fx, (v - cy) d / fy, d).
+    Pixels without a valid depth (not finite, or <= 0) give NaN points."""
+    d = np.asarray(depth, dtype=_F32)
+    if d.ndim != 2:
+        raise ValueError(f"depth image must be (H, W), got shape {d.shape}")
+    height, width = d.shape
+    d = np.where(np.isfinite(d) & (d > 0), d, np.float32(np.nan))
+    xr = ((np.arange(width, dtype=_F32) - np.float32(cx)) / np.float32(fx))[None, :]
+    yr = ((np.arange(height, dtype=_F32) - np.float32(cy)) / np.float32(fy))[:, None]
+    pts = np.empty((height, width, 3), dtype=_F32)
+    np.multiply(d, xr, out=pts[..., 0])
+    np.multiply(d, yr, out=pts[..., 1])
+    pts[..., 2] = d
+    return pts
+
+
+def point_cloud(stamp: float, frame: str, depth, fx: float, fy: float, cx: float, cy: float) -> bytes:
+    """sensor_msgs/PointCloud2 (x, y, z float32, point_step 12) from a 32FC1 depth image.
+
+    Organized (height = H, width = W, is_dense = False) with NaN points where the depth is not
+    valid, as depth_image_proc's point_cloud_xyz produces, so that a point keeps its pixel."""
+    pts = depth_points(depth, fx, fy, cx, cy)
+    height, width = pts.shape[:2]
+    msg = _T[POINT_CLOUD2](header=header(stamp, frame), height=height, width=width,
+                           fields=_POINT_XYZ, is_bigendian=False,
+                           point_step=12, row_step=12 * width,
+                           data=pts.reshape(-1).view(np.uint8), is_dense=False)
+    return _cdr(msg, POINT_CLOUD2)
+
+
+# ---------------------------------------------------------------------------------------------
+# robot state
+
+def _f64_vector(values) -> np.ndarray:
+    if values is None:
+        return _EMPTY_F64
+    return np.ascontiguousarray(values, dtype=_F64).reshape(-1)
+
+
+def joint_state(stamp: float, names, position=None, velocity=None, effort=None) -> bytes:
+    """sensor_msgs/JointState (rad or m, rad/s or m/s, N m or N); None leaves a vector empty, as
+    JointState allows."""
+    msg = _T[JOINT_STATE](header=header(stamp, ""), name=list(names), position=_f64_vector(position),
+                          velocity=_f64_vector(velocity), effort=_f64_vector(effort))
+    return _cdr(msg, JOINT_STATE)
+
+
+def quaternion_from_matrix(rotation) -> np.ndarray:
+    """Unit quaternions (x, y, z, w), w >= 0, of rotation matrices (..., 3, 3).
+
+    Shepperd's method: the component with the largest magnitude is taken from the diagonal and the
+    others from the off-diagonal sums and differences, so the result stays accurate near 180
+    degrees (where w -> 0); the result is normalized, which also absorbs small non-orthogonality."""
+    r = np.asarray(rotation, dtype=_F64)
+    batch = r.shape[:-2]
+    r = r.reshape(-1, 3, 3)
+    r00, r01, r02 = r[:, 0, 0], r[:, 0, 1], r[:, 0, 2]
+    r10, r11, r12 = r[:, 1, 0], r[:, 1, 1], r[:, 1, 2]
+    r20, r21, r22 = r[:, 2, 0], r[:, 2, 1], r[:, 2, 2]
+    diag = np.stack([1 + r00 + r11 + r22, 1 + r00 - r11 - r22,
+                     1 - r00 + r11 - r22, 1 - r00 - r11 + r22], axis=1)
+    # candidate (x, y, z, w) * 4 q_k for each choice k of the largest component
+    cand = np.stack([
+        np.stack([r21 - r12, r02 - r20, r10 - r01, diag[:, 0]], axis=1),
+        np.stack([diag[:, 1], r01 + r10, r02 + r20, r21 - r12], axis=1),
+        np.stack([r01 + r10, diag[:, 2], r12 + r21, r02 - r20], axis=1),
+        np.stack([r02 + r20, r12 + r21, diag[:, 3], r10 - r01], axis=1),
+    ], axis=1)
+    q = cand[np.arange(len(r)), np.argmax(diag, axis=1)]
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    q[q[:, 3] < 0] *= -1.0
+    return q.reshape(batch + (4,))
+
+
+def tf_message(transforms) -> bytes:
+    """tf2_msgs/TFMessage from (stamp, parent_frame, child_frame, T) with T a 4x4 homogeneous
+    transform of the child frame in the parent frame (numpy)."""
+    transforms = list(transforms)
+    if transforms:
+        mats = np.asarray([t[3] for t in transforms], dtype=_F64).reshape(-1, 4, 4)
+        quats = quaternion_from_matrix(mats[:, :3, :3]).tolist()
+        trans = mats[:, :3, 3].tolist()
+    else:
+        quats = trans = []
+    out = []
+    for (stamp, parent, child, _), (px, py, pz), (qx, qy, qz, qw) in zip(transforms, trans, quats):
+        out.append(_TransformStamped(
+            header=header(stamp, parent), child_frame_id=child,
+            transform=_Transform(translation=_Vector3(x=px, y=py, z=pz),
+                                 rotation=_Quaternion(x=qx, y=qy, z=qz, w=qw))))
+    return _cdr(_T[TF_MESSAGE](transforms=out), TF_MESSAGE)
+
+
+def clock(t: float) -> bytes:
+    """rosgraph_msgs/Clock for simulation time `t` seconds."""
+    return _cdr(_T[CLOCK](clock=time_msg(t)), CLOCK)
+
+
+def string(text: str) -> bytes:
+    """std_msgs/String (e.g. /robot_description)."""
+    return _cdr(_T[STRING](data=str(text)), STRING)
+
+
+def diagnostics(stamp: float, statuses) -> bytes:
+    """diagnostic_msgs/DiagnosticArray from (name, level, message, {key: value}) tuples;
+    level 0 OK, 1 WARN, 2 ERROR, 3 STALE; values are converted with str()."""
+    status = []
+    for name, level, message, values in statuses:
+        level = int(level)
+        if not 0 <= level <= 3:
+            raise ValueError(f"diagnostic level must be 0..3, got {level}")
+        status.append(_DiagnosticStatus(
+            level=level, name=str(name), message=str(message), hardware_id="",
+            values=[_KeyValue(key=str(k), value=str(v)) for k, v in (values or {}).items()]))
+    return _cdr(_T[DIAGNOSTIC_ARRAY](header=header(stamp, ""), status=status), DIAGNOSTIC_ARRAY)
+
+
+# ---------------------------------------------------------------------------------------------
+# decoding (tests, and the inputs the node subscribes to)
+
+def decode(data, typename: str):
+    """The rosbags message object of serialized CDR `data` (with its 4-byte header)."""
+    return TYPESTORE.deserialize_cdr(data, typename)
+
+
+def stamp_seconds(time) -> float:
+    """builtin_interfaces/Time -> float seconds."""
+    return time.sec + time.nanosec * 1e-9
+
+
+class JointCommand(NamedTuple):
+    """A decoded sensor_msgs/JointState command; vectors may be empty (not commanded)."""
+    stamp: float
+    names: list
+    position: np.ndarray
+    velocity: np.ndarray
+    effort: np.ndarray
+
+
+def decode_joint_state(data) -> JointCommand:
+    """Decode a sensor_msgs/JointState (e.g. /joint_commands)."""
+    m = decode(data, JOINT_STATE)
+    return JointCommand(stamp_seconds(m.header.stamp), list(m.name),
+                        np.array(m.position, dtype=np.float64), np.array(m.velocity, dtype=np.float64),
+                        np.array(m.effort, dtype=np.float64))
+
+
+def decode_float64_array(data) -> np.ndarray:
+    """Decode a std_msgs/Float64MultiArray (e.g. /joint_efforts) into its data vector (the layout
+    is ignored: the vector is taken in joint order)."""
+    return np.array(decode(data, FLOAT64_MULTI_ARRAY).data, dtype=np.float64)
+
+
+def float64_array(values) -> bytes:
+    """std_msgs/Float64MultiArray with a 1-D layout (for tests and tools that send efforts)."""
+    v = _f64_vector(values)
+    dim = _T["std_msgs/msg/MultiArrayDimension"](label="", size=len(v), stride=len(v))
+    layout = _T["std_msgs/msg/MultiArrayLayout"](dim=[dim], data_offset=0)
+    return _cdr(_T[FLOAT64_MULTI_ARRAY](layout=layout, data=v), FLOAT64_MULTI_ARRAY)
