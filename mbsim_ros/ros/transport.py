@@ -1,0 +1,259 @@
+"""One interface for every way the node's messages leave (and commands enter) the process.
+
+    t = transport_for("auto")                      # rclpy if importable, else live DDS
+    imu = t.advertise("/sr1/imu", messages.IMU, qos.SENSOR)
+    t.publish(imu, messages.imu(...), stamp_ns)    # serialized CDR bytes, once, for any transport
+    t.subscribe("/sr1/joint_commands", messages.JOINT_STATE, callback)   # callback(bytes)
+    ...
+    t.stats()                                      # messages and bytes per topic
+    t.close()
+
+Topic names are absolute ROS names ("/sr1/imu"); each transport maps them to its own spelling.
+Subscription callbacks get the serialized CDR bytes (4-byte header included), as rclpy's raw
+subscriptions do; decode them with `messages.decode*`. They run on the transport's receive thread
+(DDS, rclpy with an own node) and must be short; an exception in a callback is logged, not raised.
+
+Transports: `NullTransport` ("none": counts and discards), `BagTransport` (rosbag2 MCAP file, in
+`bag`), `DdsTransport` (cyclonedds, in `dds`), `RclpyTransport` (in `rclpy_transport`), and
+`FanoutTransport` (the same messages to several transports, e.g. live DDS plus a bag).
+"""
+from __future__ import annotations
+
+import logging
+import re
+import time
+
+from .qos import DEFAULT, QoS
+
+__all__ = ["Publisher", "Subscription", "Transport", "NullTransport", "FanoutTransport",
+           "transport_for", "check_topic", "KINDS"]
+
+log = logging.getLogger("mbsim_ros.ros")
+
+KINDS = ("auto", "rclpy", "dds", "none")
+
+_TOPIC = re.compile(r"^(/[A-Za-z_][A-Za-z0-9_]*)+$")
+
+
+def check_topic(topic: str) -> str:
+    """An absolute ROS topic name ("/ns/name"); raises ValueError otherwise."""
+    if not isinstance(topic, str) or not _TOPIC.match(topic):
+        raise ValueError(f"not an absolute ROS topic name: {topic!r} (expected e.g. '/robot/imu': "
+                         "tokens of letters, digits and '_', not starting with a digit)")
+    return topic
+
+
+class Publisher:
+    """Handle returned by `advertise`; counts what went out."""
+
+    __slots__ = ("topic", "typename", "qos", "messages", "bytes", "impl")
+
+    def __init__(self, topic: str, typename: str, qos: QoS):
+        self.topic, self.typename, self.qos = topic, typename, qos
+        self.messages = 0
+        self.bytes = 0
+        self.impl = None
+
+    def __repr__(self):
+        return f"Publisher({self.topic!r}, {self.typename!r}, {self.qos})"
+
+
+class Subscription:
+    """Handle returned by `subscribe`; counts what came in and calls the callback."""
+
+    __slots__ = ("topic", "typename", "qos", "callback", "messages", "bytes", "impl")
+
+    def __init__(self, topic: str, typename: str, qos: QoS, callback):
+        self.topic, self.typename, self.qos, self.callback = topic, typename, qos, callback
+        self.messages = 0
+        self.bytes = 0
+        self.impl = None
+
+    def deliver(self, data: bytes) -> None:
+        self.messages += 1
+        self.bytes += len(data)
+        try:
+            self.callback(data)
+        except Exception:  # a bad input message must not stop the receive thread or the simulation
+            log.exception("callback for %s raised", self.topic)
+
+    def __repr__(self):
+        return f"Subscription({self.topic!r}, {self.typename!r}, {self.qos})"
+
+
+class Transport:
+    """Base class: bookkeeping, statistics and argument checks; subclasses implement
+    `_advertise`, `publish`, `_subscribe`, `_close` and may override `subscriber_count`."""
+
+    kind = "base"
+
+    def __init__(self):
+        self._publishers: dict[str, Publisher] = {}
+        self._subscriptions: dict[str, Subscription] = {}
+        self._closed = False
+
+    # -- interface ---------------------------------------------------------------------------
+    def advertise(self, topic: str, typename: str, qos: QoS = DEFAULT) -> Publisher:
+        """A publisher handle for `topic`; advertising the same topic again with the same type and
+        QoS returns the same handle."""
+        self._check_open()
+        check_topic(topic)
+        old = self._publishers.get(topic)
+        if old is not None:
+            if (old.typename, old.qos) != (typename, qos):
+                raise ValueError(f"{topic} is already advertised as {old.typename} {old.qos}, "
+                                 f"not {typename} {qos}")
+            return old
+        pub = Publisher(topic, typename, qos)
+        pub.impl = self._advertise(pub)
+        self._publishers[topic] = pub
+        return pub
+
+    def publish(self, handle: Publisher, data: bytes, stamp_ns: int = 0) -> None:
+        """Send serialized CDR bytes; stamp_ns is the log time where the transport records one
+        (bags), else unused."""
+        raise NotImplementedError
+
+    def subscribe(self, topic: str, typename: str, callback, qos: QoS = DEFAULT) -> Subscription:
+        """Call `callback(bytes)` for each message received on `topic` (one subscription per topic)."""
+        self._check_open()
+        check_topic(topic)
+        if topic in self._subscriptions:
+            raise ValueError(f"{topic} is already subscribed")
+        sub = Subscription(topic, typename, qos, callback)
+        sub.impl = self._subscribe(sub)
+        self._subscriptions[topic] = sub
+        return sub
+
+    def subscriber_count(self, handle: Publisher) -> int:
+        """How many readers currently match this publisher (a bag and "none" count as one)."""
+        return 1
+
+    def wait_for_subscribers(self, handle: Publisher, count: int = 1, timeout: float = 5.0) -> bool:
+        """Wait until at least `count` readers match `handle`; False on timeout."""
+        deadline = time.monotonic() + timeout
+        while self.subscriber_count(handle) < count:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
+        return True
+
+    def stats(self) -> dict:
+        """{topic: {"type", "direction" ("out"/"in"), "messages", "bytes"}}."""
+        out = {}
+        for handles, direction in ((self._publishers, "out"), (self._subscriptions, "in")):
+            for topic, h in handles.items():
+                out[topic] = {"type": h.typename, "direction": direction,
+                              "messages": h.messages, "bytes": h.bytes}
+        return out
+
+    def close(self) -> None:
+        """Release everything; idempotent."""
+        if not self._closed:
+            self._closed = True
+            self._close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    # -- for subclasses ----------------------------------------------------------------------
+    def _check_open(self):
+        if self._closed:
+            raise RuntimeError(f"{type(self).__name__} is closed")
+
+    def _advertise(self, pub: Publisher):
+        return None
+
+    def _subscribe(self, sub: Subscription):
+        return None
+
+    def _close(self) -> None:
+        pass
+
+
+class NullTransport(Transport):
+    """"none": counts messages and bytes per topic and discards them; subscriptions never fire."""
+
+    kind = "none"
+
+    def publish(self, handle: Publisher, data: bytes, stamp_ns: int = 0) -> None:
+        handle.messages += 1
+        handle.bytes += len(data)
+
+
+class FanoutTransport(Transport):
+    """The same messages to several transports (e.g. live DDS and a bag); subscriptions go to the
+    transports that deliver input (not bags, not "none"). Closing closes them all."""
+
+    kind = "fanout"
+
+    def __init__(self, transports):
+        super().__init__()
+        self.transports = list(transports)
+        if not self.transports:
+            raise ValueError("FanoutTransport needs at least one transport")
+
+    def _advertise(self, pub):
+        return [(t, t.advertise(pub.topic, pub.typename, pub.qos)) for t in self.transports]
+
+    def publish(self, handle: Publisher, data: bytes, stamp_ns: int = 0) -> None:
+        for t, h in handle.impl:
+            t.publish(h, data, stamp_ns)
+        handle.messages += 1
+        handle.bytes += len(data)
+
+    def _subscribe(self, sub):
+        live = [t for t in self.transports if t.kind in ("dds", "rclpy")]
+        return [t.subscribe(sub.topic, sub.typename, sub.deliver, sub.qos) for t in live]
+
+    def subscriber_count(self, handle: Publisher) -> int:
+        return sum(t.subscriber_count(h) for t, h in handle.impl)
+
+    def _close(self):
+        errors = []
+        for t in self.transports:
+            try:
+                t.close()
+            except Exception as e:  # close the others anyway
+                errors.append(e)
+        if errors:
+            raise errors[0]
+
+
+def rclpy_available() -> bool:
+    """True where rclpy imports (a sourced ROS 2 installation with a matching Python)."""
+    try:
+        import rclpy  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def transport_for(kind: str = "auto", *, node=None, domain_id: int | None = None,
+                  env=None) -> Transport:
+    """The transport for `--transport auto|rclpy|dds|none`.
+
+    auto: rclpy when it imports, else live DDS through cyclonedds. rclpy: on `node` when given,
+    else on an own node with its own spin thread. dds: `domain_id` and `env` (default os.environ:
+    ROS_DOMAIN_ID, ROS_AUTOMATIC_DISCOVERY_RANGE, ROS_LOCALHOST_ONLY, ROS_STATIC_PEERS,
+    CYCLONEDDS_URI) as `DdsTransport` takes them. Bags are made with `bag.BagTransport(path)`.
+    """
+    if kind not in KINDS:
+        raise ValueError(f"unknown transport {kind!r}; choose one of {', '.join(KINDS)}")
+    if kind == "auto":
+        kind = "rclpy" if rclpy_available() else "dds"
+    if kind == "none":
+        return NullTransport()
+    if kind == "rclpy":
+        from .rclpy_transport import RclpyTransport
+        return RclpyTransport(node)
+    from .dds import DdsTransport
+    return DdsTransport(domain_id=domain_id, env=env)

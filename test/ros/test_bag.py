@@ -1,0 +1,192 @@
+"""BagTransport writes rosbag2 (MCAP, version 8) that an independent reader decodes message for
+message: mcap-ros2-support (Foxglove's Python decoder, which parses the embedded definitions)."""
+import numpy as np
+import pytest
+import yaml
+
+from mbsim_ros.ros import messages as m
+from mbsim_ros.ros import qos
+
+mcap_reader = pytest.importorskip("mcap_ros2.reader", reason="mcap-ros2-support (test extra) not installed")
+from mbsim_ros.ros.bag import BagTransport  # noqa: E402
+
+URDF = '<?xml version="1.0"?>\n<robot name="sr1"><link name="WAIST"/></robot>\n'
+NAMES = [f"joint{i}" for i in range(12)]
+T0 = 1000.0  # seconds of simulation time of the first sample
+
+
+def _transform(angle, xyz):
+    c, s = np.cos(angle), np.sin(angle)
+    T = np.eye(4)
+    T[:3, :3] = [[c, -s, 0], [s, c, 0], [0, 0, 1]]
+    T[:3, 3] = xyz
+    return T
+
+
+def _image(k):
+    img = np.zeros((24, 32, 3), dtype=np.uint8)
+    img[..., 0] = k
+    img[k % 24, :, 1] = 255
+    return img
+
+
+def write_bag(path, compression=None):
+    """Write the test topics; returns {topic: [(stamp_ns, expected values...)]}."""
+    written = {}
+    with BagTransport(path, compression=compression) as bag:
+        rd = bag.advertise("/robot_description", m.STRING, qos.LATCHED)
+        tf_static = bag.advertise("/tf_static", m.TF_MESSAGE, qos.LATCHED)
+        imu = bag.advertise("/sr1/imu", m.IMU, qos.SENSOR)
+        js = bag.advertise("/joint_states", m.JOINT_STATE, qos.DEFAULT)
+        cam = bag.advertise("/sr1/camera/image_raw", m.IMAGE, qos.SENSOR)
+        assert bag.advertise("/sr1/imu", m.IMU, qos.SENSOR) is imu    # same handle again
+
+        t_ns = m.to_nanoseconds(T0)
+        bag.publish(rd, m.string(URDF), t_ns)
+        written["/robot_description"] = [(t_ns, URDF)]
+        statics = [(T0, "WAIST", "imu_link", _transform(0.3, (0.1, 0.0, 0.2))),
+                   (T0, "imu_link", "camera_optical_frame", _transform(-2.0, (0.0, 0.05, 0.0)))]
+        bag.publish(tf_static, m.tf_message(statics), t_ns)
+        written["/tf_static"] = [(t_ns, statics)]
+        written["/sr1/imu"], written["/joint_states"], written["/sr1/camera/image_raw"] = [], [], []
+        for k in range(50):
+            t = T0 + k * 0.005
+            t_ns = m.to_nanoseconds(t)
+            accel, gyro = (0.01 * k, -0.02, 9.8), (0.0, 0.001 * k, 0.0)
+            bag.publish(imu, m.imu(t, "imu_link", accel, gyro, (1e-4,) * 3, (1e-6,) * 3), t_ns)
+            written["/sr1/imu"].append((t_ns, accel, gyro))
+            q = np.sin(np.arange(12) + k)
+            bag.publish(js, m.joint_state(t, NAMES, q, 2 * q, 3 * q), t_ns)
+            written["/joint_states"].append((t_ns, q))
+            if k % 10 == 0:
+                bag.publish(cam, m.image(t, "camera_optical_frame", _image(k)), t_ns)
+                written["/sr1/camera/image_raw"].append((t_ns, _image(k)))
+        stats = bag.stats()
+    assert {t: s["messages"] for t, s in stats.items()} == {t: len(v) for t, v in written.items()}
+    assert stats["/sr1/imu"]["type"] == m.IMU and stats["/sr1/imu"]["bytes"] > 0
+    return written
+
+
+def read_bag(path):
+    """{topic: [McapROS2Message]} read with mcap-ros2-support from the bag's .mcap file."""
+    files = sorted(path.glob("*.mcap"))
+    assert len(files) == 1, files
+    out = {}
+    for msg in mcap_reader.read_ros2_messages(str(files[0])):
+        out.setdefault(msg.channel.topic, []).append(msg)
+    return out
+
+
+def stamp_ns(header):
+    return header.stamp.sec * 1_000_000_000 + header.stamp.nanosec
+
+
+@pytest.mark.parametrize("compression", [None, "zstd"])
+def test_bag_round_trip(tmp_path, compression):
+    path = tmp_path / "run"
+    written = write_bag(path, compression)
+    got = read_bag(path)
+    assert set(got) == set(written)
+    types = {"/robot_description": m.STRING, "/tf_static": m.TF_MESSAGE, "/sr1/imu": m.IMU,
+             "/joint_states": m.JOINT_STATE, "/sr1/camera/image_raw": m.IMAGE}
+    for topic, msgs in got.items():
+        assert len(msgs) == len(written[topic]), topic
+        assert {x.schema.name for x in msgs} == {types[topic]}
+        assert {x.schema.encoding for x in msgs} == {"ros2msg"}
+        assert [x.log_time_ns for x in msgs] == [w[0] for w in written[topic]]
+
+    assert got["/robot_description"][0].ros_msg.data == URDF
+
+    tf = got["/tf_static"][0].ros_msg.transforms
+    for ts, (stamp, parent, child, T) in zip(tf, written["/tf_static"][0][1]):
+        assert (ts.header.frame_id, ts.child_frame_id) == (parent, child)
+        assert stamp_ns(ts.header) == m.to_nanoseconds(stamp)
+        tr, q = ts.transform.translation, ts.transform.rotation
+        np.testing.assert_allclose([tr.x, tr.y, tr.z], T[:3, 3])
+        angle = np.arctan2(T[1, 0], T[0, 0])
+        np.testing.assert_allclose([q.x, q.y, q.z, q.w], [0, 0, np.sin(angle / 2), np.cos(angle / 2)],
+                                   atol=1e-12)
+
+    for msg, (t_ns, accel, gyro) in zip(got["/sr1/imu"], written["/sr1/imu"]):
+        r = msg.ros_msg
+        assert stamp_ns(r.header) == t_ns and r.header.frame_id == "imu_link"
+        a, w = r.linear_acceleration, r.angular_velocity
+        assert (a.x, a.y, a.z) == accel and (w.x, w.y, w.z) == gyro
+        assert r.orientation_covariance[0] == -1.0
+        assert list(r.linear_acceleration_covariance[::4]) == [1e-4] * 3
+
+    for msg, (t_ns, q) in zip(got["/joint_states"], written["/joint_states"]):
+        r = msg.ros_msg
+        assert stamp_ns(r.header) == t_ns
+        assert list(r.name) == NAMES
+        np.testing.assert_array_equal(r.position, q)
+        np.testing.assert_array_equal(r.velocity, 2 * q)
+        np.testing.assert_array_equal(r.effort, 3 * q)
+
+    for msg, (t_ns, img) in zip(got["/sr1/camera/image_raw"], written["/sr1/camera/image_raw"]):
+        r = msg.ros_msg
+        assert stamp_ns(r.header) == t_ns
+        assert (r.height, r.width, r.encoding, r.step, r.is_bigendian) == (24, 32, "rgb8", 96, 0)
+        np.testing.assert_array_equal(np.frombuffer(bytes(r.data), np.uint8).reshape(24, 32, 3), img)
+
+
+def _qos_by_topic(info):
+    out = {}
+    for entry in info["topics_with_message_count"]:
+        meta = entry["topic_metadata"]
+        profiles = meta["offered_qos_profiles"]
+        out[meta["name"]] = yaml.safe_load(profiles) if isinstance(profiles, str) else profiles
+    return out
+
+
+@pytest.mark.parametrize("compression", [None, "zstd"])
+def test_bag_metadata(tmp_path, compression):
+    path = tmp_path / "run"
+    written = write_bag(path, compression)
+    info = yaml.safe_load((path / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
+    assert info["version"] == 8
+    assert info["storage_identifier"] == "mcap"
+    assert info["ros_distro"] == "jazzy"
+    assert info["message_count"] == sum(len(v) for v in written.values())
+    assert info["compression_mode"] == "" and info["compression_format"] == ""  # storage-level
+    counts = {e["topic_metadata"]["name"]: e["message_count"] for e in info["topics_with_message_count"]}
+    assert counts == {t: len(v) for t, v in written.items()}
+    first = min(w[0] for v in written.values() for w in v)
+    assert info["starting_time"]["nanoseconds_since_epoch"] == first
+
+    # v8: offered_qos_profiles is a YAML string of rmw enum values (1 = TRANSIENT_LOCAL /
+    # RELIABLE / KEEP_LAST, 2 = VOLATILE / BEST_EFFORT)
+    profiles = _qos_by_topic(info)
+    for topic in ("/tf_static", "/robot_description"):
+        (p,) = profiles[topic]
+        assert (p["durability"], p["reliability"], p["history"], p["depth"]) == (1, 1, 1, 1), topic
+    (p,) = profiles["/sr1/imu"]
+    assert (p["durability"], p["reliability"], p["depth"]) == (2, 1, 10)
+
+    # the MCAP chunks are zstd-compressed when asked (rosbag2 "storage" compression)
+    from mcap.reader import make_reader
+    with open(next(path.glob("*.mcap")), "rb") as f:
+        summary = make_reader(f).get_summary()
+    chunk_compression = {c.compression for c in summary.chunk_indexes}
+    assert chunk_compression == ({"zstd"} if compression else {""})
+    # and the QoS travels inside the MCAP too (channel metadata), for readers of the file alone
+    rd = [c for c in summary.channels.values() if c.topic == "/robot_description"][0]
+    assert yaml.safe_load(rd.metadata["offered_qos_profiles"])[0]["durability"] == 1
+
+
+def test_existing_path_is_refused(tmp_path):
+    (tmp_path / "run").mkdir()
+    with pytest.raises(FileExistsError, match="ros2 bag record refuses"):
+        BagTransport(tmp_path / "run")
+    with pytest.raises(ValueError):
+        BagTransport(tmp_path / "other", compression="lz4")
+
+
+def test_bag_ignores_subscriptions(tmp_path):
+    with BagTransport(tmp_path / "run") as bag:
+        sub = bag.subscribe("/joint_commands", m.JOINT_STATE, lambda data: None)
+        assert sub.messages == 0
+        assert bag.stats()["/joint_commands"]["direction"] == "in"
+    assert bag.closed
+    with pytest.raises(RuntimeError):
+        bag.advertise("/x", m.STRING)
