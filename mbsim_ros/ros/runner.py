@@ -1,0 +1,565 @@
+"""Real-time runner: steps a Simulation paced to the wall clock. Imports nothing of ROS.
+
+    runner = Runner(sim, rtf=1.0, on_step=publish_sensors)
+    runner.run(duration=10.0)          # or runner.start() and control it from other threads
+
+Pacing. Step k (counted from the current pacing reference) has the wall-clock target
+
+    target_k = ref_wall + k * dt / rtf
+
+and the loop sleeps until the target before stepping. rtf = 0 never sleeps (as fast as possible).
+When the loop is behind (a slow step, a stall in on_step, the OS descheduling us) the policy says
+what happens, after Choreonoid's two real-time sync modes:
+
+- "compensatory": keep the reference; later steps run without sleeping until the schedule is
+  caught up, so the total wall time stays sim time / rtf.
+- "conservative": a step that is late by more than one step period (an overrun, below) moves the
+  reference forward by its lateness, so the lost time is never caught up. Lateness under one
+  period (scheduling noise) is absorbed as in compensatory mode, so noise does not accumulate
+  into a slow drift.
+
+Pause, resume, single steps (while paused, unpaced) and reset restart the reference: time spent
+paused is never caught up afterwards.
+
+Precise sleeping: time.sleep() overshoots by ~50-100 us on an idle Linux box (more under load),
+which is most of a 1 ms step. The wait is therefore hybrid: time.sleep() until `spin` seconds
+before the target (default 0.2 ms), then a busy-wait on time.perf_counter() to the target. That
+gives a few-microsecond accuracy for the cost of spinning up to `spin` per step (about 20% of a
+core at dt = 1 ms); spin=0 sleeps only (cheaper, lateness then includes the sleep overshoot).
+
+Definitions (stats()):
+- lateness of a paced step: (wall time the step starts) - (its target), in seconds (>= 0 but for
+  clock granularity). Recorded for every paced step (rtf > 0; not for step_once steps) in a
+  fixed-size ring buffer (`jitter_window` entries, no per-step allocation): lateness_mean_ms,
+  lateness_p99_ms and lateness_max_ms are over that window.
+- overrun: a paced step whose lateness exceeds one step period of wall time, dt / rtf. While
+  compensatory catches up after a stall every step of the catch-up counts; conservative counts
+  the one step whose lateness it drops. Never counted at rtf 0.
+- rtf: simulated time advanced by the running loop / wall time the loop ran, both excluding
+  paused intervals and step_once steps, since run() started. rtf_recent: the same over the last
+  ~1 s (sampled every 0.1 s).
+
+Threads. run() is the physics thread: it steps, calls on_step(sim) after each step (or chunk),
+and between steps applies what other threads asked for. pause(), resume(), step_once(), reset(),
+submit() and stop() are safe from any thread (ROS service callbacks, DDS listeners); their
+requests are applied in the order made, between steps. The hot loop only reads one flag per step
+for them. The step kernel releases the GIL, so other Python threads (an AsyncPublisher) run
+while it computes; while the loop itself runs Python code (on_step, pacing) a thread that wants
+the GIL may wait up to sys.getswitchinterval() (5 ms by default) and vice versa.
+"""
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+
+import numpy as np
+
+POLICIES = ("compensatory", "conservative")
+
+_log = logging.getLogger(__name__)
+
+
+class _Stop(Exception):
+    """Raised inside the control path to leave the loop."""
+
+
+class Runner:
+    """Steps `sim` at its dt, paced to the wall clock (module docstring: pacing, definitions).
+
+    rtf: real-time factor (1.0 real time, 2.0 twice as fast, 0 as fast as possible).
+    policy: "compensatory" or "conservative" catch-up when behind.
+    on_step: called as on_step(sim) in the physics thread after each step (each chunk).
+    chunk: steps per iteration, in one sim.step(chunk) call; pacing, lateness and on_step are
+        then per chunk (chunk=1: per step).
+    progress: called as progress(stats()) from the physics thread at most every 0.1 s of wall
+        time, and once when run() ends (e.g. to update a tqdm bar).
+    spin: seconds before each target spent busy-waiting instead of sleeping (0: sleep only).
+    jitter_window: how many recent lateness samples the statistics cover.
+    """
+
+    def __init__(self, sim, rtf: float = 1.0, policy: str = "compensatory", on_step=None,
+                 chunk: int = 1, progress=None, spin: float = 2e-4, jitter_window: int = 4096):
+        rtf = float(rtf)
+        if not (np.isfinite(rtf) and rtf >= 0):
+            raise ValueError(f"rtf must be a real-time factor >= 0 (0: as fast as possible), got {rtf}")
+        if policy not in POLICIES:
+            raise ValueError(f"policy {policy!r}: expected one of {', '.join(POLICIES)}")
+        if int(chunk) != chunk or chunk < 1:
+            raise ValueError(f"chunk must be a whole number of steps >= 1, got {chunk}")
+        if not (spin >= 0):
+            raise ValueError(f"spin must be >= 0 seconds, got {spin}")
+        if int(jitter_window) < 1:
+            raise ValueError(f"jitter_window must be >= 1, got {jitter_window}")
+        self.sim = sim
+        self.rtf = rtf
+        self.policy = policy
+        self.on_step = on_step
+        self.chunk = int(chunk)
+        self.progress = progress
+        self.spin = float(spin)
+        self._cv = threading.Condition(threading.RLock())
+        self._commands = collections.deque()
+        self._dirty = False          # set (under _cv) whenever a request waits for the loop
+        self._stop_requested = False
+        self._paused = False
+        self._parked = False         # the loop is waiting while paused
+        self._granted = 0            # step_once steps asked for / done (totals)
+        self._granted_done = 0
+        self._running = False
+        self._thread = None
+        self._thread_error = None
+        self._physics_ident = None
+        self._lateness = np.zeros(int(jitter_window))
+        self._window = np.zeros((11, 2))   # (active wall, paced steps) every 0.1 s: ~1 s window
+        self._clear_stats(time.perf_counter())
+        self._t_end = self._t_start
+
+    def _clear_stats(self, now):
+        self._lateness[:] = 0.0
+        self._nlate = 0              # lateness samples recorded (ring index = _nlate % size)
+        self._steps = 0              # all steps taken by run() (paced and step_once)
+        self._paced_steps = 0
+        self._overruns = 0
+        self._t_start = now
+        self._paused_wall = 0.0      # wall time spent paused, finished pauses
+        self._pause_began = None
+        self._t_end = None
+        self._nwindow = 0
+
+    # -- requests from any thread ----------------------------------------------------------
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    @property
+    def paused(self) -> bool:
+        """Whether a pause is in effect (requested); the loop parks at the next step boundary."""
+        return self._paused
+
+    def pause(self, wait: bool = False, timeout: float | None = None) -> bool:
+        """Pause at the next step boundary. wait=True blocks until the loop has parked (or is
+        not running); returns False if that took longer than timeout."""
+        with self._cv:
+            self._paused = True
+            self._dirty = True
+            self._cv.notify_all()
+            if wait:
+                self._check_not_physics_thread("pause(wait=True)")
+                return self._cv.wait_for(lambda: self._parked or not self._running, timeout)
+        return True
+
+    def resume(self):
+        """Resume paced stepping; paused time is not caught up. Cancels unfinished step_once steps."""
+        with self._cv:
+            self._paused = False
+            self._granted_done = self._granted
+            self._dirty = True
+            self._cv.notify_all()
+
+    def step_once(self, n: int = 1, wait: bool = False, timeout: float | None = None) -> bool:
+        """Pause (if not paused) and do exactly n more steps, unpaced, then stay paused.
+
+        While run() is active the steps are taken by the physics thread; wait=True blocks until
+        they are done (False if timeout passed first). When run() is not active the steps are
+        taken here, at once, with on_step called as in the loop."""
+        n = int(n)
+        if n < 0:
+            raise ValueError(f"step_once needs n >= 0 steps, got {n}")
+        with self._cv:
+            self._paused = True
+            if not self._running:
+                self._step_unpaced(n)
+                return True
+            self._granted += n
+            target = self._granted
+            self._dirty = True
+            self._cv.notify_all()
+            if wait:
+                self._check_not_physics_thread("step_once(wait=True)")
+                return self._cv.wait_for(
+                    lambda: self._granted_done >= target or not self._running, timeout)
+        return True
+
+    def reset(self):
+        """sim.reset() between steps (in order with submit()); the pacing reference restarts.
+        Immediate when run() is not active."""
+        self.submit(self._do_reset)
+
+    def submit(self, fn):
+        """Queue fn() to run in the physics thread between steps, in submission order (e.g. to
+        set sim.tau). Never blocks. When run() is not active, fn() runs now, in this thread.
+        An exception from fn ends run() and propagates from it."""
+        with self._cv:
+            if not self._running:
+                fn()
+                return
+            self._commands.append(fn)
+            self._dirty = True
+            self._cv.notify_all()
+
+    def stop(self):
+        """End run() at the next step boundary (also while paused). A stop() made while run()
+        is not active makes the next run() return at once."""
+        with self._cv:
+            self._stop_requested = True
+            self._dirty = True
+            self._cv.notify_all()
+
+    def _check_not_physics_thread(self, what):
+        if threading.get_ident() == self._physics_ident:
+            raise RuntimeError(f"{what} from the physics thread (on_step or a submitted "
+                               "function) would wait for itself")
+
+    # -- background thread ---------------------------------------------------------------
+    def start(self, duration: float | None = None) -> threading.Thread:
+        """run(duration) in a new daemon thread; join() waits for it and re-raises its error."""
+        with self._cv:
+            if self._running or (self._thread is not None and self._thread.is_alive()):
+                raise RuntimeError("the runner is already running")
+            self._thread_error = None
+            started = threading.Event()
+
+            def target():
+                try:
+                    self.run(duration, _started=started)
+                except BaseException as e:   # kept for join(); also logged
+                    self._thread_error = e
+                    _log.error("runner thread ended with an error: %r", e)
+                finally:
+                    started.set()
+            self._thread = threading.Thread(target=target, name="mbsim-runner", daemon=True)
+            self._thread.start()
+        started.wait()
+        return self._thread
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for the thread start() made; re-raises the error run() ended with. Returns
+        whether the thread has ended."""
+        t = self._thread
+        if t is None:
+            return True
+        t.join(timeout)
+        if t.is_alive():
+            return False
+        err, self._thread_error = self._thread_error, None
+        if err is not None:
+            raise err
+        return True
+
+    # -- the physics loop ----------------------------------------------------------------
+    def run(self, duration: float | None = None, _started=None) -> dict:
+        """Step until `duration` seconds of simulated time have been stepped by this call
+        (None: until stop()). Returns stats() at the end.
+
+        Paced (rtf > 0), a run with a duration returns when the wall clock reaches the end of
+        its last step (ref + steps * dt / rtf), so consecutive runs keep the pace and a 10 s
+        run takes 10 s. Exceptions from sim.step, on_step or a submitted function end the run
+        and propagate."""
+        sim = self.sim
+        dt = float(sim.dt)
+        remaining = None if duration is None else max(0, int(round(float(duration) / dt)))
+        with self._cv:
+            if self._running:
+                raise RuntimeError("the runner is already running")
+            self._running = True
+            self._physics_ident = threading.get_ident()
+            self._clear_stats(time.perf_counter())
+            self._dirty = True      # first pass through _control: a stop, a pause, commands
+        if _started is not None:
+            _started.set()
+        try:
+            self._loop(sim, dt, remaining)
+        except _Stop:
+            pass
+        finally:
+            with self._cv:
+                now = time.perf_counter()
+                self._end_pause(now)
+                self._t_end = now
+                self._running = False
+                self._parked = False
+                self._stop_requested = False
+                self._physics_ident = None
+                self._cv.notify_all()
+        if self.progress is not None:
+            self.progress(self.stats())
+        return self.stats()
+
+    def _loop(self, sim, dt, remaining):
+        perf = time.perf_counter
+        sleep = time.sleep
+        step = sim.step
+        on_step = self.on_step
+        progress = self.progress
+        chunk = self.chunk
+        rtf = self.rtf
+        paced = rtf > 0
+        period = dt / rtf if paced else 0.0          # wall seconds per step
+        conservative = self.policy == "conservative"
+        spin = self.spin
+        late_buf = self._lateness
+        late_size = len(late_buf)
+        window = self._window
+        nwin = len(window)
+
+        ref = perf()          # pacing reference: wall time of step k = ref + k * period
+        k = 0                 # steps since the reference
+        next_tick = ref + 0.1
+        window[0] = (0.0, 0)
+        self._nwindow = 1
+        while True:
+            if self._dirty:
+                rereference, done = self._control(remaining)
+                if remaining is not None:
+                    remaining -= done
+                if rereference:
+                    ref = perf()
+                    k = 0
+            if remaining is not None:
+                if remaining <= 0:
+                    if paced:      # end when the wall clock reaches the sim time stepped to
+                        end = ref + k * period
+                        if end - perf() > spin:
+                            sleep(end - perf() - spin)
+                        while perf() < end:
+                            pass
+                    return
+                n = chunk if chunk <= remaining else remaining
+                remaining -= n
+            else:
+                n = chunk
+            now = perf()
+            if paced:
+                target = ref + k * period
+                wait = target - now
+                if wait > 0:
+                    if wait > spin:
+                        sleep(wait - spin)
+                    now = perf()
+                    while now < target:
+                        now = perf()
+                late = now - target
+                if late > period:
+                    self._overruns += 1
+                    if conservative:
+                        ref += late
+                late_buf[self._nlate % late_size] = late
+                self._nlate += 1
+            step(n)
+            k += n
+            self._steps += n
+            self._paced_steps += n
+            if on_step is not None:
+                on_step(sim)
+            if now >= next_tick:
+                next_tick = now + 0.1
+                i = self._nwindow
+                window[i % nwin, 0] = now - self._t_start - self._paused_wall
+                window[i % nwin, 1] = self._paced_steps
+                self._nwindow = i + 1
+                if progress is not None:
+                    progress(self.stats())
+
+    def _control(self, remaining):
+        """Apply requests between steps; park while paused. Returns (restart the pacing
+        reference, steps taken here by step_once)."""
+        rereference = False
+        done = 0
+        cv = self._cv
+        while True:
+            with cv:
+                self._dirty = False
+                commands = list(self._commands)
+                self._commands.clear()
+            for fn in commands:
+                if fn == self._do_reset:
+                    rereference = True
+                fn()
+            with cv:
+                if self._stop_requested:
+                    raise _Stop
+                if not self._paused:
+                    if self._pause_began is not None:
+                        self._end_pause(time.perf_counter())
+                        rereference = True
+                    return rereference, done
+                if self._pause_began is None:
+                    self._pause_began = time.perf_counter()
+                rereference = True
+                if remaining is not None and done >= remaining:
+                    raise _Stop                  # the duration was reached by single steps
+                left = self._granted - self._granted_done
+                if left <= 0:
+                    if not self._dirty:
+                        self._parked = True
+                        cv.notify_all()
+                        while not self._dirty:
+                            cv.wait()
+                        self._parked = False
+                    continue
+            n = min(self.chunk, left)
+            if remaining is not None:
+                n = min(n, remaining - done)
+            self.sim.step(n)
+            self._steps += n
+            done += n
+            if self.on_step is not None:
+                self.on_step(self.sim)
+            with cv:
+                self._granted_done = min(self._granted_done + n, self._granted)  # resume() cancels
+                cv.notify_all()
+
+    def _end_pause(self, now):
+        if self._pause_began is not None:
+            self._paused_wall += now - self._pause_began
+            self._pause_began = None
+
+    def _step_unpaced(self, n):
+        """step_once while run() is not active: here and now."""
+        while n > 0:
+            m = min(self.chunk, n)
+            self.sim.step(m)
+            n -= m
+            if self.on_step is not None:
+                self.on_step(self.sim)
+
+    def _do_reset(self):
+        self.sim.reset()
+
+    # -- statistics ------------------------------------------------------------------------
+    def stats(self) -> dict:
+        """Counters and timing of the current (or last) run(); definitions in the module doc."""
+        now = self._t_end if self._t_end is not None and not self._running else time.perf_counter()
+        paused_wall = self._paused_wall
+        if self._pause_began is not None:
+            paused_wall += now - self._pause_began
+        wall = max(now - self._t_start - paused_wall, 0.0)
+        dt = float(self.sim.dt)
+        paced_time = self._paced_steps * dt
+        rtf = paced_time / wall if wall > 0 else 0.0
+        rtf_recent = rtf
+        nw = self._nwindow
+        if nw >= 2:
+            size = len(self._window)
+            oldest = self._window[max(nw - size, 0) % size]
+            span = wall - oldest[0]
+            if span > 0:
+                rtf_recent = (self._paced_steps - oldest[1]) * dt / span
+        nl = min(self._nlate, len(self._lateness))
+        if nl:
+            late = self._lateness[:nl].copy() if nl < len(self._lateness) else self._lateness.copy()
+            mean, p99, worst = float(late.mean()), float(np.percentile(late, 99)), float(late.max())
+        else:
+            mean = p99 = worst = 0.0
+        return {
+            "steps": self._steps,
+            "sim_time": float(self.sim.t),
+            "wall_time": wall,
+            "paused_time": paused_wall,
+            "rtf": rtf,
+            "rtf_recent": float(rtf_recent),
+            "target_rtf": self.rtf,
+            "overruns": self._overruns,
+            "lateness_mean_ms": mean * 1e3,
+            "lateness_p99_ms": p99 * 1e3,
+            "lateness_max_ms": worst * 1e3,
+            "paused": self._paused,
+            "running": self._running,
+        }
+
+
+class AsyncPublisher:
+    """A worker thread that runs submitted jobs (callables that build, serialize and write
+    messages) so that publishing never blocks the physics loop.
+
+    submit(job) does not wait for anything but a lock held for a few list operations: the queue
+    is bounded (max_queue); when it is full the oldest queued job is dropped and counted in
+    `dropped`. A job that raises is counted in `errors`, the first exception is kept in
+    `first_error` (and logged), and the worker goes on with the next job.
+    """
+
+    def __init__(self, max_queue: int = 64, name: str = "mbsim-publisher"):
+        if int(max_queue) < 1:
+            raise ValueError(f"max_queue must be >= 1, got {max_queue}")
+        self.max_queue = int(max_queue)
+        self._cv = threading.Condition(threading.Lock())
+        self._queue = collections.deque()
+        self._busy = False
+        self._closing = False
+        self.submitted = 0
+        self.done = 0
+        self.dropped = 0
+        self.errors = 0
+        self.first_error = None
+        self._thread = threading.Thread(target=self._work, name=name, daemon=True)
+        self._thread.start()
+
+    def submit(self, job) -> bool:
+        """Queue job() for the worker. Returns False (and counts it dropped) after close()."""
+        with self._cv:
+            if self._closing:
+                self.dropped += 1
+                return False
+            if len(self._queue) >= self.max_queue:
+                self._queue.popleft()
+                self.dropped += 1
+            self._queue.append(job)
+            self.submitted += 1
+            self._cv.notify()
+        return True
+
+    @property
+    def pending(self) -> int:
+        return len(self._queue) + self._busy
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every queued job has run; False if timeout passed first."""
+        with self._cv:
+            return self._cv.wait_for(lambda: not self._queue and not self._busy, timeout)
+
+    def close(self, timeout: float | None = None) -> bool:
+        """Let the queued jobs run, then end the worker; later submits are dropped. Returns
+        whether the worker ended within timeout."""
+        with self._cv:
+            self._closing = True
+            self._cv.notify_all()
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def stats(self) -> dict:
+        return {"submitted": self.submitted, "done": self.done, "dropped": self.dropped,
+                "errors": self.errors, "pending": self.pending}
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _work(self):
+        while True:
+            with self._cv:
+                while not self._queue and not self._closing:
+                    self._cv.wait()
+                if not self._queue:
+                    return
+                job = self._queue.popleft()
+                self._busy = True
+            failed = None
+            try:
+                job()
+            except Exception as e:   # a failing job must not end the worker
+                failed = e
+            with self._cv:
+                if failed is None:
+                    self.done += 1
+                else:
+                    self.errors += 1
+                    if self.first_error is None:
+                        self.first_error = failed
+                        _log.error("publisher job failed (later failures are only counted): %r",
+                                   failed)
+                self._busy = False
+                self._cv.notify_all()
