@@ -1,0 +1,64 @@
+"""ROS 2 through rclpy (a sourced ROS 2 installation): the CDR bytes from `messages` are published
+as serialized messages (`Publisher.publish(bytes)`), subscriptions are raw (`raw=True`) and hand
+the bytes on. rclpy is imported when the transport is made, never at package import."""
+from __future__ import annotations
+
+import threading
+
+from .qos import to_rclpy_qos
+from .transport import Publisher, Subscription, Transport
+
+
+def message_class(typename: str):
+    """The rosidl Python class of "pkg/msg/Name" (rclpy needs it to create endpoints)."""
+    from rosidl_runtime_py.utilities import get_message
+    return get_message(typename)
+
+
+class RclpyTransport(Transport):
+    """On `node` when given (the caller spins it: callbacks run in its executor), else on an own
+    node "mbsim" spun by an own thread (and rclpy initialized/shut down here if it was not)."""
+
+    kind = "rclpy"
+
+    def __init__(self, node=None, node_name: str = "mbsim"):
+        import rclpy
+        from rclpy.executors import SingleThreadedExecutor
+
+        super().__init__()
+        self._rclpy, self._executor, self._thread, self._own_context = rclpy, None, None, False
+        if node is None:
+            if not rclpy.ok():
+                rclpy.init()
+                self._own_context = True
+            node = rclpy.create_node(node_name)
+            self._executor = SingleThreadedExecutor()
+            self._executor.add_node(node)
+            self._thread = threading.Thread(target=self._executor.spin, name="mbsim-rclpy", daemon=True)
+            self._thread.start()
+        self.node = node
+
+    def _advertise(self, pub: Publisher):
+        return self.node.create_publisher(message_class(pub.typename), pub.topic, to_rclpy_qos(pub.qos))
+
+    def publish(self, handle: Publisher, data: bytes, stamp_ns: int = 0) -> None:
+        handle.impl.publish(bytes(data))  # bytes (not bytearray/memoryview): a serialized message
+        handle.messages += 1
+        handle.bytes += len(data)
+
+    def subscriber_count(self, handle: Publisher) -> int:
+        return handle.impl.get_subscription_count()
+
+    def _subscribe(self, sub: Subscription):
+        return self.node.create_subscription(message_class(sub.typename), sub.topic, sub.deliver,
+                                             to_rclpy_qos(sub.qos), raw=True)
+
+    def _close(self) -> None:
+        for h in list(self._publishers.values()) + list(self._subscriptions.values()):
+            (self.node.destroy_publisher if isinstance(h, Publisher) else self.node.destroy_subscription)(h.impl)
+        if self._executor is not None:
+            self._executor.shutdown()
+            self._thread.join(timeout=5.0)
+            self.node.destroy_node()
+            if self._own_context:
+                self._rclpy.try_shutdown()
