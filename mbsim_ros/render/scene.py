@@ -66,11 +66,14 @@ class Scene:
                             continue
                         V = np.asarray(shape.vertices, float).reshape(-1, 3)
                         F = np.asarray(shape.faces, np.int64).reshape(-1, 3)
+                        if F.min() < 0 or F.max() >= len(V) or not np.all(np.isfinite(V)):
+                            raise ValueError(f"link {link.name!r}: a mesh with a face index out of "
+                                             f"range or a non-finite vertex")    # the kernels do not check
                     elif kind == PLANE:
                         prims.append((kind, k, R, p, size, np.zeros(3), np.inf, 0, 0, rgb))
                         continue
                     else:
-                        if bound <= 0.0:        # a zero-size shape: nothing to see or hit
+                        if not bound > 0.0 or not np.all(np.isfinite(size)):   # nothing to see or hit
                             continue
                         V, F = tessellate(shape.kind, size, self.segments)
                     Vl = V @ R.T + p                          # into the link frame
@@ -167,18 +170,21 @@ def _cat(parts, empty_shape, dtype):
 def _primitive_size(shape):
     """(size for the kernels, bounding-sphere radius about the shape origin).
 
-    box: half sizes; sphere: (r, 0, 0); cylinder, capsule, cone: (r, length/2, 0)."""
+    box: half sizes; sphere: (r, 0, 0); cylinder, capsule, cone: (r, length/2, 0).
+    (A zero radius, a box with no extent, or a cone of zero length: radius 0, nothing drawn.)"""
     kind = shape.kind
     if kind == "box":
         h = 0.5 * np.abs(np.asarray(shape.size, float))
-        return h, float(np.linalg.norm(h)) if np.all(h > 0) else 0.0
+        return h, float(np.linalg.norm(h))             # a flat box (one size 0) is a panel
     r = abs(float(shape.radius))
     h = 0.5 * abs(float(shape.length))
     if kind == "sphere":
         return np.array([r, 0.0, 0.0]), r
     if kind == "capsule":
         return np.array([r, h, 0.0]), r + h if r > 0 else 0.0
-    if kind in ("cylinder", "cone"):
+    if kind == "cylinder":                             # length 0: a disk
+        return np.array([r, h, 0.0]), float(np.hypot(r, h)) if r > 0 else 0.0
+    if kind == "cone":
         return np.array([r, h, 0.0]), float(np.hypot(r, h)) if r > 0 and h > 0 else 0.0
     return np.zeros(3), np.inf
 
