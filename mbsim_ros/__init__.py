@@ -17,6 +17,12 @@ _DYNAMICS = ("Simulation", "center_of_mass", "forward_dynamics", "frame_jacobian
 
 
 def __getattr__(name):
+    if name == "Simulation":          # the dynamics Simulation plus the models' sensors
+        from .sensors import Simulation
+        return Simulation
+    if name in ("Reading", "Images", "Noise", "SensorConfigError"):
+        from . import sensors
+        return getattr(sensors, name)
     if name in _DYNAMICS:
         from . import dynamics
         return getattr(dynamics, name)
@@ -26,7 +32,8 @@ def __getattr__(name):
 __version__ = "0.1.0"
 
 __all__ = [
-    "Frame", "Joint", "Link", "LoopConstraint", "Model", "ModelError", "Sensor", "Shape",
+    "Frame", "Images", "Joint", "Link", "LoopConstraint", "Model", "ModelError", "Noise", "Reading",
+    "Sensor", "SensorConfigError", "Shape",
     "SimulationError", "load_model", "to_urdf", "Simulation", "center_of_mass",
     "forward_dynamics", "frame_jacobian", "integrate", "inverse_dynamics", "link_accelerations", "link_transforms",
     "link_velocities", "mass_matrix",

@@ -1,0 +1,243 @@
+"""Simulated devices: the models' sensors with their rates, delays, saturation and noise.
+
+Every device samples on its own grid of instants k / rate (rate: frameRate for cameras,
+scanRate for range sensors, `rate` from the config for the others: 1 kHz by default, never
+faster than the physics). A sample is taken after the step that reaches its instant:
+  accelerometer, gyro, force   read the state at the START of that step with the acceleration
+                               the step applied (sensors/kinematic.py): the one instant at which
+                               the dynamics hold exactly; stamp = that instant
+  range, camera                see the configuration at the END of the step; stamp = sim time
+A reading becomes visible in readings() `delay` seconds after its stamp, and keeps its stamp
+(the acquisition time, as ROS wants it). Saturation (optional) clips at the model's max*
+fields where they are given (> 0) and marks the reading.
+"""
+import math
+from collections import deque, namedtuple
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..model import ModelError
+from .noise import Noise, NoiseProcess, device_rng
+
+KINEMATIC = ("accelerometer", "gyro", "force")
+VISION_MODES = ("COLOR", "DEPTH", "COLOR_DEPTH", "MONO", "MONO_DEPTH", "NONE")
+DEFAULT_RATE = 1000.0          # Hz, accelerometers, gyros and force sensors
+CHANNELS = {"accelerometer": 3, "gyro": 3, "force": 6}
+COMMON_KEYS = {"rate", "delay", "saturate", "noise", "enabled"}
+CAMERA_KEYS = COMMON_KEYS | {"points"}
+
+Images = namedtuple("Images", ["color", "depth"])
+Images.__doc__ = ("A camera frame: color (H, W, 3) uint8 RGB, or (H, W) uint8 for MONO modes, or None; "
+                  "depth (H, W) float32 metres along the optical axis (+inf: nothing within the far clip), or None.")
+
+
+@dataclass(frozen=True, eq=False)
+class Reading:
+    """One measurement: `stamp` (simulation time of acquisition, s), `frame` (the frame the values
+    are in), `values` ((ax, ay, az) m/s^2; (wx, wy, wz) rad/s; (fx, fy, fz, tx, ty, tz) N, N m;
+    ranges m; Images for a camera), `saturated` (a value was clipped at its max* field)."""
+    stamp: float
+    frame: str
+    values: Any
+    saturated: bool = False
+
+
+class SensorConfigError(ValueError):
+    """The sensor configuration names an unknown sensor or holds a bad value."""
+
+
+def _number(value, where, low=None, positive=False):
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise SensorConfigError(f"{where}: expected a number, got {value!r}") from None
+    if not math.isfinite(x) or (positive and x <= 0) or (low is not None and x < low):
+        bound = " > 0" if positive else f" >= {low}" if low is not None else ""
+        raise SensorConfigError(f"{where}: expected a finite number{bound}, got {value!r}")
+    return x
+
+
+class Device:
+    """One simulated sensor. Public attributes are what the ROS layer needs for its messages:
+    name, kind, link, frame, rate (Hz), delay (s), variance (per channel: the white noise
+    stddev^2), and per kind the geometry below."""
+
+    def __init__(self, sensor, model, config, seed, dt):
+        self.sensor = sensor
+        self.name = sensor.name
+        self.kind = sensor.type
+        self.link = sensor.link
+        self.model = model
+        where = f"sensors.{self.name}"
+        allowed = CAMERA_KEYS if self.kind == "camera" else COMMON_KEYS
+        unknown = sorted(set(config) - allowed)
+        if unknown:
+            raise SensorConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; expected {', '.join(sorted(allowed))}")
+        p = sensor.params
+        default = {"camera": p.get("frameRate", 30.0), "range": p.get("scanRate", 10.0)}.get(self.kind, DEFAULT_RATE)
+        self.rate = _number(config.get("rate", default), f"{where}.rate", positive=True)
+        self.rate = min(self.rate, 1.0 / dt)       # never faster than the physics
+        self.period = 1.0 / self.rate
+        self.delay = _number(config.get("delay", 0.0), f"{where}.delay", low=0.0)
+        self.saturate = bool(config.get("saturate", False))
+        self.enabled = bool(config.get("enabled", True))
+        self.seed = seed
+        self.dt = dt
+        self.lag_steps = 1 if self.kind in KINEMATIC else 0
+        self.frame = self.name
+        self.limits = None
+        if self.kind in KINEMATIC:
+            self._init_kinematic(config.get("noise"), where)
+        elif self.kind == "range":
+            self._init_range(config.get("noise"), where)
+        elif self.kind == "camera":
+            self._init_camera(config, where)
+        else:
+            raise SensorConfigError(f"{where}: sensor type {self.kind!r} is not simulated")
+        self.reset()
+
+    # -- per kind ---------------------------------------------------------------------------
+    def _noise_blocks(self, value, n, where):
+        """One Noise for every channel, or a list with one per channel."""
+        try:
+            if isinstance(value, (list, tuple)):
+                if len(value) != n:
+                    raise SensorConfigError(f"{where}: {len(value)} noise blocks for {n} channels")
+                return [Noise.from_config(v, f"{where}[{k}]") for k, v in enumerate(value)]
+            return [Noise.from_config(value, where)] * n
+        except ModelError as e:
+            raise SensorConfigError(str(e)) from None
+
+    def _init_kinematic(self, noise, where):
+        n = CHANNELS[self.kind]
+        self.noise_blocks = self._noise_blocks(noise, n, f"{where}.noise")
+        p = self.sensor.params
+        keys = {"accelerometer": ["maxAcceleration"], "gyro": ["maxAngularVelocity"],
+                "force": ["maxForce", "maxTorque"]}[self.kind]
+        lim = np.concatenate([np.broadcast_to(np.asarray(p.get(k, -1.0), float), (3,)) for k in keys])
+        self.limits = np.where(lim > 0, lim, np.inf)
+
+    def _init_range(self, noise, where):
+        p = self.sensor.params
+        step = float(p.get("scanStep", 0.1))
+        angle = float(p.get("scanAngle", math.pi))
+        if not (step > 0 and angle >= 0):
+            raise SensorConfigError(f"{where}: scanStep must be > 0 and scanAngle >= 0, got {step}, {angle}")
+        # OpenHRP3's symmetric ray set (World.cpp): n = 2 floor(scanAngle / 2 / scanStep) + 1
+        n = 2 * int(math.floor(angle / 2 / step + 1e-9)) + 1
+        th = (np.arange(n) - n // 2) * step
+        self.angles = th                              # counter-clockwise about the sensor's +Y
+        self.angle_min, self.angle_max, self.angle_increment = float(th[0]), float(th[-1]), step
+        self.range_min = float(p.get("minDistance", 0.0))
+        self.range_max = float(p.get("maxDistance", 10.0))
+        self.scan_time = self.period
+        self.directions = np.stack([-np.sin(th), np.zeros(n), -np.cos(th)], axis=1)   # sensor frame
+        self.noise_blocks = self._noise_blocks(noise, 1, f"{where}.noise")
+        self.frame = self.name + "_laser_frame"
+
+    def _init_camera(self, config, where):
+        from ..render import intrinsics
+        p = self.sensor.params
+        self.mode = str(p.get("type", "COLOR")).upper()
+        if self.mode not in VISION_MODES:
+            raise SensorConfigError(f"{where}: VisionSensor type {self.mode!r}; expected one of {', '.join(VISION_MODES)}")
+        self.width, self.height = int(p.get("width", 320)), int(p.get("height", 240))
+        self.fov = float(p.get("fieldOfView", 0.785398))
+        self.near = float(p.get("frontClipDistance", 0.01))
+        self.far = float(p.get("backClipDistance", 10.0))
+        if self.width <= 0 or self.height <= 0 or not (0 < self.fov < math.pi) or not (0 < self.near < self.far):
+            raise SensorConfigError(f"{where}: width/height > 0, 0 < fieldOfView < pi and 0 < frontClipDistance "
+                                    f"< backClipDistance expected, got {self.width}x{self.height}, "
+                                    f"{self.fov}, {self.near}, {self.far}")
+        self.fx, self.fy, self.cx, self.cy = intrinsics(self.width, self.height, self.fov)
+        self.color = self.mode in ("COLOR", "COLOR_DEPTH", "MONO", "MONO_DEPTH")
+        self.mono = self.mode.startswith("MONO")
+        self.depth = self.mode.endswith("DEPTH")
+        self.points = bool(config.get("points", False))
+        noise = config.get("noise") or {}
+        if not isinstance(noise, dict) or set(noise) - {"color", "depth"}:
+            raise SensorConfigError(f"{where}.noise: a camera takes {{color: {{...}}, depth: {{...}}}}, got {noise!r}")
+        self.noise_blocks = (self._noise_blocks(noise.get("color"), 1, f"{where}.noise.color")
+                             + self._noise_blocks(noise.get("depth"), 1, f"{where}.noise.depth"))
+        self.frame = self.name + "_optical_frame"
+        if self.mode == "NONE":
+            self.enabled = False                  # no data at all (Choreonoid would render COLOR)
+
+    # -- state -------------------------------------------------------------------------------
+    def reset(self):
+        """Back to t = 0: the schedule, the queue, and the noise (re-seeded: same seed, same run)."""
+        self.k_next = 0
+        self._schedule(0)
+        self.pending = deque()
+        self.latest = None
+        self.last_stamp = None
+        rng = device_rng(self.seed, self.name)
+        if self.kind == "camera":
+            self.noise = [NoiseProcess([b], rng) for b in self.noise_blocks]
+        else:
+            self.noise = NoiseProcess(self.noise_blocks, rng)
+
+    @property
+    def variance(self):
+        """White-noise variance per channel (camera: color, depth)."""
+        if self.kind == "camera":
+            return np.concatenate([n.variance for n in self.noise])
+        return self.noise.variance
+
+    def _schedule(self, step):
+        """next_step = the first step count after `step` at whose end this device samples: its
+        next instant k_next / rate is reached (at the step's start for the lagging kinds)."""
+        due = self.k_next * self.period
+        self.next_step = max(step + 1, int(math.ceil(due / self.dt - 1e-6)) + self.lag_steps)
+
+    def taken(self, stamp):
+        """Advance the schedule past an acquisition at `stamp`; returns the time since the last one."""
+        self.k_next = int(math.floor(stamp / self.period + 1e-6)) + 1
+        self._schedule(self.next_step)
+        dt = self.period if self.last_stamp is None else stamp - self.last_stamp
+        self.last_stamp = stamp
+        return dt
+
+    def push(self, reading):
+        self.pending.append(reading)
+
+    def visible(self, t):
+        """The newest reading whose stamp + delay has passed at time t."""
+        while self.pending and self.pending[0].stamp + self.delay <= t + 1e-9:
+            self.latest = self.pending.popleft()
+        return self.latest
+
+    # -- values ------------------------------------------------------------------------------
+    def finish_kinematic(self, stamp, raw):
+        """Noise and saturation on one accelerometer/gyro/force sample -> Reading."""
+        n = CHANNELS[self.kind]
+        dt = self.taken(stamp)
+        values = self.noise.apply(raw[:n].copy(), dt)
+        saturated = False
+        if self.saturate:
+            clipped = np.clip(values, -self.limits[:n], self.limits[:n])
+            saturated = bool((clipped != values).any())
+            values = clipped
+        return Reading(stamp, self.frame, values, saturated)
+
+    def finish_range(self, stamp, distances):
+        dt = self.taken(stamp)
+        finite = np.isfinite(distances)
+        out = distances.copy()
+        if self.noise.active and finite.any():
+            out[finite] = self.noise.apply(distances[finite], dt)
+        out[finite & (out > self.range_max)] = np.inf
+        out[finite & (out < self.range_min)] = -np.inf      # REP 117: too close
+        return Reading(stamp, self.frame, out)
+
+    def finish_camera(self, stamp, color, depth):
+        dt = self.taken(stamp)
+        color_noise, depth_noise = self.noise
+        if color is not None and color_noise.active:
+            color = np.clip(np.rint(color_noise.apply(color.astype(np.float64) / 255.0, dt) * 255.0), 0, 255).astype(np.uint8)
+        if depth is not None and depth_noise.active:
+            finite = np.isfinite(depth)
+            depth[finite] = depth_noise.apply(depth[finite].astype(np.float64), dt).astype(np.float32)
+        return Reading(stamp, self.frame, Images(color, depth))
