@@ -11,6 +11,7 @@ Bulk data (images, depth, ranges, joint vectors) goes through as numpy arrays, n
 from __future__ import annotations
 
 import math
+import struct
 from typing import NamedTuple
 
 import numpy as np
@@ -260,50 +261,65 @@ def joint_state(stamp: float, names, position=None, velocity=None, effort=None) 
     return _cdr(msg, JOINT_STATE)
 
 
+_QUAT_DIAG = np.array([3, 4, 9, 14])  # the entry of candidate k that is 4 q_k^2 (its largest)
+
+
 def quaternion_from_matrix(rotation) -> np.ndarray:
     """Unit quaternions (x, y, z, w), w >= 0, of rotation matrices (..., 3, 3).
 
     Shepperd's method: the component with the largest magnitude is taken from the diagonal and the
     others from the off-diagonal sums and differences, so the result stays accurate near 180
-    degrees (where w -> 0); the result is normalized, which also absorbs small non-orthogonality."""
+    degrees (where w -> 0); the result is normalized, which also absorbs small non-orthogonality.
+    Elementwise only (no matrix products), so a rotation gives the same bits in any batch."""
     r = np.asarray(rotation, dtype=_F64)
     batch = r.shape[:-2]
-    r = r.reshape(-1, 3, 3)
-    r00, r01, r02 = r[:, 0, 0], r[:, 0, 1], r[:, 0, 2]
-    r10, r11, r12 = r[:, 1, 0], r[:, 1, 1], r[:, 1, 2]
-    r20, r21, r22 = r[:, 2, 0], r[:, 2, 1], r[:, 2, 2]
-    diag = np.stack([1 + r00 + r11 + r22, 1 + r00 - r11 - r22,
-                     1 - r00 + r11 - r22, 1 - r00 - r11 + r22], axis=1)
-    # candidate (x, y, z, w) * 4 q_k for each choice k of the largest component
-    cand = np.stack([
-        np.stack([r21 - r12, r02 - r20, r10 - r01, diag[:, 0]], axis=1),
-        np.stack([diag[:, 1], r01 + r10, r02 + r20, r21 - r12], axis=1),
-        np.stack([r01 + r10, diag[:, 2], r12 + r21, r02 - r20], axis=1),
-        np.stack([r02 + r20, r12 + r21, diag[:, 3], r10 - r01], axis=1),
-    ], axis=1)
-    q = cand[np.arange(len(r)), np.argmax(diag, axis=1)]
-    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    r00, r01, r02, r10, r11, r12, r20, r21, r22 = r.reshape(-1, 9).T
+    d0 = 1.0 + r00 + r11 + r22
+    d1 = 1.0 + r00 - r11 - r22
+    d2 = 1.0 - r00 + r11 - r22
+    d3 = 1.0 - r00 - r11 + r22
+    s01, s02, s12 = r01 + r10, r02 + r20, r12 + r21
+    a21, a02, a10 = r21 - r12, r02 - r20, r10 - r01
+    # candidate (x, y, z, w) * 4 q_k for the choice k of the largest component (w, x, y, z)
+    cand = np.stack([a21, a02, a10, d0, d1, s01, s02, a21,
+                     s01, d2, s12, a02, s02, s12, d3, a10], axis=1)
+    k = np.argmax(cand[:, _QUAT_DIAG], axis=1)
+    q = cand.reshape(-1, 4, 4)[np.arange(len(k)), k]
+    q /= np.sqrt((q * q).sum(axis=1))[:, None]
     q[q[:, 3] < 0] *= -1.0
     return q.reshape(batch + (4,))
 
 
+_pack_stamp_len = struct.Struct("<iII").pack   # sec, nanosec, length of frame_id (with NUL)
+_pack_len = struct.Struct("<I").pack
+_pack_7d = struct.Struct("<7d").pack
+
+
 def tf_message(transforms) -> bytes:
     """tf2_msgs/TFMessage from (stamp, parent_frame, child_frame, T) with T a 4x4 homogeneous
-    transform of the child frame in the parent frame (numpy)."""
+    transform of the child frame in the parent frame (numpy).
+
+    Packed directly (CDR: 4-byte aligned lengths and ints, 8-byte aligned doubles, offsets from
+    the end of the encapsulation header); the bytes equal the typestore's serialization (tested),
+    at a fraction of the cost of building 6 message objects per transform."""
     transforms = list(transforms)
-    if transforms:
-        mats = np.asarray([t[3] for t in transforms], dtype=_F64).reshape(-1, 4, 4)
-        quats = quaternion_from_matrix(mats[:, :3, :3]).tolist()
-        trans = mats[:, :3, 3].tolist()
-    else:
-        quats = trans = []
-    out = []
-    for (stamp, parent, child, _), (px, py, pz), (qx, qy, qz, qw) in zip(transforms, trans, quats):
-        out.append(_TransformStamped(
-            header=header(stamp, parent), child_frame_id=child,
-            transform=_Transform(translation=_Vector3(x=px, y=py, z=pz),
-                                 rotation=_Quaternion(x=qx, y=qy, z=qz, w=qw))))
-    return _cdr(_T[TF_MESSAGE](transforms=out), TF_MESSAGE)
+    out = [b"\x00\x01\x00\x00", _pack_len(len(transforms))]
+    if not transforms:
+        return b"".join(out)
+    mats = np.asarray([t[3] for t in transforms], dtype=_F64).reshape(-1, 4, 4)
+    values = np.concatenate([mats[:, :3, 3], quaternion_from_matrix(mats[:, :3, :3])], axis=1).tolist()
+    off = 4                                                  # payload bytes so far
+    for (stamp, parent, child, _), v in zip(transforms, values):
+        sec, nanosec = to_sec_nanosec(stamp)
+        fid = parent.encode() + b"\0"
+        cid = child.encode() + b"\0"
+        pad1 = -(off + 12 + len(fid)) % 4
+        at = off + 12 + len(fid) + pad1 + 4 + len(cid)
+        pad2 = -at % 8
+        out += [_pack_stamp_len(sec, nanosec, len(fid)), fid, b"\0" * pad1, _pack_len(len(cid)), cid,
+                b"\0" * pad2, _pack_7d(*v)]
+        off = at + pad2 + 56
+    return b"".join(out)
 
 
 def clock(t: float) -> bytes:

@@ -257,6 +257,35 @@ def test_tf_message():
     assert m.decode(m.tf_message([]), m.TF_MESSAGE).transforms == []
 
 
+def test_tf_message_bytes_equal_the_typestore_serialization():
+    """tf_message packs CDR itself: compare with rosbags for every string padding (frame name
+    lengths 0..9, multi-byte UTF-8) and stamps that need rounding."""
+    from scipy.spatial.transform import Rotation
+    rng = np.random.default_rng(11)
+    T = m.TYPESTORE.types
+    names = ["", "a", "ab", "abc", "abcd", "abcde", "abcdef", "abcdefg", "abcdefgh", "abcdefghi", "é_link"]
+    transforms, objs = [], []
+    for i in range(30):
+        M = np.eye(4)
+        M[:3, :3] = Rotation.random(random_state=rng).as_matrix()
+        M[:3, 3] = rng.normal(size=3)
+        stamp = 5.0 + i * 0.3333333333
+        parent, child = names[i % len(names)], names[(3 * i + 1) % len(names)]
+        transforms.append((stamp, parent, child, M))
+        x, y, z, w = m.quaternion_from_matrix(M[:3, :3])
+        sec, nanosec = m.to_sec_nanosec(stamp)
+        objs.append(T["geometry_msgs/msg/TransformStamped"](
+            header=T["std_msgs/msg/Header"](stamp=T["builtin_interfaces/msg/Time"](sec=sec, nanosec=nanosec),
+                                            frame_id=parent),
+            child_frame_id=child,
+            transform=T["geometry_msgs/msg/Transform"](
+                translation=T["geometry_msgs/msg/Vector3"](x=M[0, 3], y=M[1, 3], z=M[2, 3]),
+                rotation=T["geometry_msgs/msg/Quaternion"](x=x, y=y, z=z, w=w))))
+    for n in range(len(transforms) + 1):
+        expected = bytes(m.TYPESTORE.serialize_cdr(T[m.TF_MESSAGE](transforms=objs[:n]), m.TF_MESSAGE))
+        assert m.tf_message(transforms[:n]) == expected
+
+
 def test_string_and_diagnostics():
     urdf = '<robot name="r"><link name="base_link"/></robot>' * 50
     assert roundtrip(m.string(urdf), m.STRING).data == urdf
