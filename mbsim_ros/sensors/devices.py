@@ -120,33 +120,28 @@ class Device:
         self.limits = np.where(lim > 0, lim, np.inf)
 
     def _init_range(self, noise, where):
+        from ..render import range_directions
         p = self.sensor.params
         step = float(p.get("scanStep", 0.1))
         angle = float(p.get("scanAngle", math.pi))
         if not (step > 0 and angle >= 0):
             raise SensorConfigError(f"{where}: scanStep must be > 0 and scanAngle >= 0, got {step}, {angle}")
-        # OpenHRP3's symmetric ray set (World.cpp): n = 2 floor(scanAngle / 2 / scanStep) + 1
-        n = 2 * int(math.floor(angle / 2 / step + 1e-9)) + 1
-        th = (np.arange(n) - n // 2) * step
-        self.angles = th                              # counter-clockwise about the sensor's +Y
-        self.angle_min, self.angle_max, self.angle_increment = float(th[0]), float(th[-1]), step
+        self.directions = range_directions(angle, step)     # OpenHRP3's symmetric ray set
+        n = len(self.directions)
+        self.angles = (np.arange(n) - n // 2) * step      # counter-clockwise about the sensor's +Y
+        self.angle_min, self.angle_max, self.angle_increment = float(self.angles[0]), float(self.angles[-1]), step
         self.range_min = float(p.get("minDistance", 0.0))
         self.range_max = float(p.get("maxDistance", 10.0))
         self.scan_time = self.period
-        self.directions = np.stack([-np.sin(th), np.zeros(n), -np.cos(th)], axis=1)   # sensor frame
         self.noise_blocks = self._noise_blocks(noise, 1, f"{where}.noise")
         self.frame = self.name + "_laser_frame"
 
     def _init_camera(self, config, where):
-        from ..render import intrinsics
-        p = self.sensor.params
-        self.mode = str(p.get("type", "COLOR")).upper()
+        from ..render import camera_parameters, intrinsics
+        self.mode = str(self.sensor.params.get("type", "COLOR")).upper()
         if self.mode not in VISION_MODES:
             raise SensorConfigError(f"{where}: VisionSensor type {self.mode!r}; expected one of {', '.join(VISION_MODES)}")
-        self.width, self.height = int(p.get("width", 320)), int(p.get("height", 240))
-        self.fov = float(p.get("fieldOfView", 0.785398))
-        self.near = float(p.get("frontClipDistance", 0.01))
-        self.far = float(p.get("backClipDistance", 10.0))
+        self.width, self.height, self.fov, self.near, self.far = camera_parameters(self.sensor)
         if self.width <= 0 or self.height <= 0 or not (0 < self.fov < math.pi) or not (0 < self.near < self.far):
             raise SensorConfigError(f"{where}: width/height > 0, 0 < fieldOfView < pi and 0 < frontClipDistance "
                                     f"< backClipDistance expected, got {self.width}x{self.height}, "
