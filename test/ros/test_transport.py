@@ -1,0 +1,99 @@
+"""The transport interface: topic names, counting, the "none" and fan-out transports, the factory."""
+import pytest
+
+from mbsim_ros.ros import messages as m
+from mbsim_ros.ros import qos
+from mbsim_ros.ros.transport import (FanoutTransport, NullTransport, check_topic, rclpy_available,
+                                     transport_for)
+
+
+@pytest.mark.parametrize("name", ["/imu", "/sr1/imu", "/a_b/c9/_d", "/robot_description"])
+def test_good_topic_names(name):
+    assert check_topic(name) == name
+
+
+@pytest.mark.parametrize("name", ["imu", "/", "//imu", "/imu/", "/9imu", "/a/1b", "/a-b", "/a b", "", None])
+def test_bad_topic_names(name):
+    with pytest.raises(ValueError):
+        check_topic(name)
+
+
+def test_null_transport_counts_and_discards():
+    with NullTransport() as t:
+        imu = t.advertise("/sr1/imu", m.IMU, qos.SENSOR)
+        js = t.advertise("/joint_states", m.JOINT_STATE)
+        data = m.imu(0.0, "imu", (0, 0, 9.8), (0, 0, 0))
+        for _ in range(3):
+            t.publish(imu, data, 0)
+        t.publish(js, m.joint_state(0.0, ["a"], [1.0]), 0)
+        t.subscribe("/cmd", m.JOINT_STATE, lambda d: pytest.fail("none transport delivered"))
+        assert t.subscriber_count(imu) == 1
+        assert t.wait_for_subscribers(imu, 1, timeout=0.1)
+        stats = t.stats()
+    assert stats["/sr1/imu"] == {"type": m.IMU, "direction": "out", "messages": 3, "bytes": 3 * len(data)}
+    assert stats["/joint_states"]["messages"] == 1
+    assert stats["/cmd"] == {"type": m.JOINT_STATE, "direction": "in", "messages": 0, "bytes": 0}
+    with pytest.raises(RuntimeError):
+        t.advertise("/x", m.STRING)
+
+
+def test_advertise_conflicts():
+    t = NullTransport()
+    p = t.advertise("/a", m.STRING, qos.LATCHED)
+    assert t.advertise("/a", m.STRING, qos.LATCHED) is p
+    with pytest.raises(ValueError):
+        t.advertise("/a", m.IMU, qos.LATCHED)
+    with pytest.raises(ValueError):
+        t.advertise("/a", m.STRING, qos.DEFAULT)
+    t.subscribe("/b", m.STRING, print)
+    with pytest.raises(ValueError):
+        t.subscribe("/b", m.STRING, print)
+
+
+def test_fanout_to_a_bag_and_none(tmp_path):
+    pytest.importorskip("rosbags")
+    from mbsim_ros.ros.bag import BagTransport
+    bag, none = BagTransport(tmp_path / "bag"), NullTransport()
+    with FanoutTransport([bag, none]) as t:
+        h = t.advertise("/clock", m.CLOCK, qos.CLOCK)
+        for k in range(5):
+            t.publish(h, m.clock(k * 0.1), m.to_nanoseconds(k * 0.1))
+        t.subscribe("/cmd", m.JOINT_STATE, print)   # neither transport takes inputs
+        assert t.subscriber_count(h) == 2
+        assert t.stats()["/clock"]["messages"] == 5
+    assert bag.closed and none.closed
+    assert bag.stats()["/clock"]["messages"] == none.stats()["/clock"]["messages"] == 5
+    assert "/cmd" not in none.stats()
+
+
+def test_subscription_callback_errors_are_contained(caplog):
+    from mbsim_ros.ros.transport import Subscription
+    calls = []
+
+    def bad(data):
+        calls.append(data)
+        raise RuntimeError("boom")
+
+    sub = Subscription("/cmd", m.JOINT_STATE, qos.DEFAULT, bad)
+    sub.deliver(b"1234")
+    sub.deliver(b"5678")
+    assert calls == [b"1234", b"5678"] and sub.messages == 2 and sub.bytes == 8
+    assert "callback for /cmd raised" in caplog.text
+
+
+def test_transport_for():
+    assert transport_for("none").kind == "none"
+    with pytest.raises(ValueError, match="auto, rclpy, dds, none"):
+        transport_for("zmq")
+    pytest.importorskip("cyclonedds")
+    t = transport_for("dds", domain_id=201, env={"ROS_AUTOMATIC_DISCOVERY_RANGE": "OFF"})
+    try:
+        assert t.kind == "dds" and t.domain_id == 201 and t.discovery_range == "OFF"
+    finally:
+        t.close()
+    if not rclpy_available():
+        t = transport_for("auto", domain_id=202, env={"ROS_AUTOMATIC_DISCOVERY_RANGE": "OFF"})
+        try:
+            assert t.kind == "dds"
+        finally:
+            t.close()
