@@ -224,12 +224,24 @@ class DdsTransport(Transport):
     def publish(self, handle: Publisher, data: bytes, stamp_ns: int = 0) -> None:
         n = len(data)
         padded = data if not n & 3 else data + b"\0" * (4 - (n & 3))
-        if self.raw:
-            ret = _raw_write(handle.impl._ref, padded)
-            if ret < 0:
-                raise DDSException(ret, f"writing {handle.topic}")
-        else:
-            handle.impl.write(handle.impl.data_type.deserialize(padded))
+        try:
+            if self.raw:
+                ret = _raw_write(handle.impl._ref, padded)
+                if ret < 0:
+                    raise DDSException(ret, f"writing {handle.topic}")
+            else:
+                handle.impl.write(handle.impl.data_type.deserialize(padded))
+        except DDSException as e:
+            if e.code != DDSException.DDS_RETCODE_TIMEOUT:
+                raise
+            # a reliable reader held the writer's history full for max_blocking_time (not seen
+            # with KEEP_LAST writers, which drop their oldest unacknowledged sample instead):
+            # a slow reader must not stop the simulation
+            if not handle.dropped:
+                log.warning("DDS write on %s timed out: a reliable reader is not keeping up; "
+                            "counting dropped messages", handle.topic)
+            handle.dropped += 1
+            return
         handle.messages += 1
         handle.bytes += n
 

@@ -44,14 +44,16 @@ def check_topic(topic: str) -> str:
 
 
 class Publisher:
-    """Handle returned by `advertise`; counts what went out."""
+    """Handle returned by `advertise`; counts what went out (and what the middleware refused
+    to take in time: `dropped`)."""
 
-    __slots__ = ("topic", "typename", "qos", "messages", "bytes", "impl")
+    __slots__ = ("topic", "typename", "qos", "messages", "bytes", "dropped", "impl")
 
     def __init__(self, topic: str, typename: str, qos: QoS):
         self.topic, self.typename, self.qos = topic, typename, qos
         self.messages = 0
         self.bytes = 0
+        self.dropped = 0
         self.impl = None
 
     def __repr__(self):
@@ -139,12 +141,15 @@ class Transport:
         return True
 
     def stats(self) -> dict:
-        """{topic: {"type", "direction" ("out"/"in"), "messages", "bytes"}}."""
+        """{topic: {"type", "direction" ("out"/"in"), "messages", "bytes"}}; outputs also have
+        "dropped" (messages the middleware did not accept in time, not counted in "messages")."""
         out = {}
-        for handles, direction in ((self._publishers, "out"), (self._subscriptions, "in")):
-            for topic, h in handles.items():
-                out[topic] = {"type": h.typename, "direction": direction,
-                              "messages": h.messages, "bytes": h.bytes}
+        for topic, h in self._publishers.items():
+            out[topic] = {"type": h.typename, "direction": "out", "messages": h.messages,
+                          "bytes": h.bytes, "dropped": h.dropped}
+        for topic, h in self._subscriptions.items():
+            out[topic] = {"type": h.typename, "direction": "in", "messages": h.messages,
+                          "bytes": h.bytes}
         return out
 
     def close(self) -> None:

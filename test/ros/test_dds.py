@@ -322,3 +322,19 @@ def test_transport_checks(domain):
         assert t.subscriber_count(p) == 0
     assert t.closed
     t.close()                                               # idempotent
+
+
+def test_write_timeout_is_counted_not_raised(domain, monkeypatch, caplog):
+    if not dds.RAW:
+        pytest.skip("this cyclonedds has no ddspy_write")
+    with DdsTransport(env=loopback_env(domain)) as t:
+        p = t.advertise("/img", m.IMAGE)
+        monkeypatch.setattr(dds, "_raw_write", lambda ref, data: dds.DDSException.DDS_RETCODE_TIMEOUT)
+        t.publish(p, m.string("x"))
+        t.publish(p, m.string("x"))
+        assert (p.messages, p.dropped) == (0, 2)
+        assert t.stats()["/img"]["dropped"] == 2
+        assert caplog.text.count("timed out") == 1
+        monkeypatch.setattr(dds, "_raw_write", lambda ref, data: dds.DDSException.DDS_RETCODE_ERROR)
+        with pytest.raises(dds.DDSException):
+            t.publish(p, m.string("x"))

@@ -30,7 +30,8 @@ def test_null_transport_counts_and_discards():
         assert t.subscriber_count(imu) == 1
         assert t.wait_for_subscribers(imu, 1, timeout=0.1)
         stats = t.stats()
-    assert stats["/sr1/imu"] == {"type": m.IMU, "direction": "out", "messages": 3, "bytes": 3 * len(data)}
+    assert stats["/sr1/imu"] == {"type": m.IMU, "direction": "out", "messages": 3,
+                                 "bytes": 3 * len(data), "dropped": 0}
     assert stats["/joint_states"]["messages"] == 1
     assert stats["/cmd"] == {"type": m.JOINT_STATE, "direction": "in", "messages": 0, "bytes": 0}
     with pytest.raises(RuntimeError):
