@@ -22,8 +22,12 @@ class RclpyTransport(Transport):
     kind = "rclpy"
 
     def __init__(self, node=None, node_name: str = "mbsim"):
-        import rclpy
-        from rclpy.executors import SingleThreadedExecutor
+        try:
+            import rclpy
+            from rclpy.executors import SingleThreadedExecutor
+        except ImportError as e:
+            raise ImportError(f"rclpy is not importable ({e}): source a ROS 2 installation "
+                              "(e.g. /opt/ros/jazzy/setup.bash) or use the DDS transport") from e
 
         super().__init__()
         self._rclpy, self._executor, self._thread, self._own_context = rclpy, None, None, False

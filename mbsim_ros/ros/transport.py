@@ -260,5 +260,10 @@ def transport_for(kind: str = "auto", *, node=None, domain_id: int | None = None
     if kind == "rclpy":
         from .rclpy_transport import RclpyTransport
         return RclpyTransport(node)
-    from .dds import DdsTransport
+    try:
+        from .dds import DdsTransport
+    except ImportError as e:
+        raise ImportError(
+            f"live DDS needs the cyclonedds package ({e}); install it with `pip install cyclonedds`, "
+            "or source a ROS 2 installation to use rclpy, or record a bag instead") from e
     return DdsTransport(domain_id=domain_id, env=env)

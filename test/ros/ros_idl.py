@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from cyclonedds.core import Policy, Qos
 from cyclonedds.idl import IdlStruct
-from cyclonedds.idl.types import array, float32, float64, int32, sequence, uint8, uint32
+from cyclonedds.idl.types import array, float64, int32, sequence, uint8, uint32
 
 
 @dataclass
