@@ -54,6 +54,7 @@ _PLUMB_BOB_D = np.zeros(5, dtype=_F64)
 _IDENTITY9 = np.eye(3, dtype=_F64).reshape(9)
 _EMPTY_F64 = np.zeros(0, dtype=_F64)
 _EMPTY_F32 = np.zeros(0, dtype=_F32)
+_EMPTY_U8 = np.zeros(0, dtype=np.uint8)
 _POINT_XYZ = [_PointField(name=n, offset=4 * i, datatype=_PointField.FLOAT32, count=1)
               for i, n in enumerate("xyz")]
 
@@ -194,8 +195,8 @@ def image(stamp: float, frame: str, array, encoding: str | None = None) -> bytes
     height, width = a.shape[:2]
     msg = _T[IMAGE](header=header(stamp, frame), height=height, width=width,
                     encoding=encoding or name, is_bigendian=0,
-                    step=width * channels * a.dtype.itemsize, data=a.reshape(-1).view(np.uint8))
-    return _cdr(msg, IMAGE)
+                    step=width * channels * a.dtype.itemsize, data=_EMPTY_U8)
+    return _with_data(msg, IMAGE, a, tail=0)
 
 
 def camera_info(stamp: float, frame: str, width: int, height: int,
@@ -220,14 +221,27 @@ def depth_points(depth, fx: float, fy: float, cx: float, cy: float) -> np.ndarra
     if d.ndim != 2:
         raise ValueError(f"depth image must be (H, W), got shape {d.shape}")
     height, width = d.shape
-    d = np.where(np.isfinite(d) & (d > 0), d, np.float32(np.nan))
-    xr = ((np.arange(width, dtype=_F32) - np.float32(cx)) / np.float32(fx))[None, :]
-    yr = ((np.arange(height, dtype=_F32) - np.float32(cy)) / np.float32(fy))[:, None]
     pts = np.empty((height, width, 3), dtype=_F32)
-    np.multiply(d, xr, out=pts[..., 0])
-    np.multiply(d, yr, out=pts[..., 1])
-    pts[..., 2] = d
+    z = pts[..., 2]
+    np.copyto(z, d)
+    np.copyto(z, np.float32(np.nan), where=~((d > 0) & (d < np.inf)))  # NaN fails both tests
+    np.multiply(z, ((np.arange(width, dtype=_F32) - np.float32(cx)) / np.float32(fx))[None, :],
+                out=pts[..., 0])
+    np.multiply(z, ((np.arange(height, dtype=_F32) - np.float32(cy)) / np.float32(fy))[:, None],
+                out=pts[..., 1])
     return pts
+
+
+def _with_data(msg, typename: str, data: np.ndarray, tail: int) -> bytes:
+    """Serialize `msg`, given with an empty uint8[] `data` that is followed by `tail` bytes of
+    byte-sized fields (Image: 0, PointCloud2: 1), with `data` spliced in: one copy of the bulk
+    data instead of three (the bytes are the typestore's serialization of the full message)."""
+    template = bytes(_serialize(msg, typename))
+    cut = len(template) - tail - 4                      # where the empty sequence's length is
+    if template[cut:cut + 4] != b"\0\0\0\0":
+        raise RuntimeError(f"unexpected {typename} layout")
+    return b"".join((template[:cut], struct.pack("<I", data.nbytes), data.reshape(-1).view(np.uint8),
+                     template[cut + 4:]))
 
 
 def point_cloud(stamp: float, frame: str, depth, fx: float, fy: float, cx: float, cy: float) -> bytes:
@@ -240,8 +254,8 @@ def point_cloud(stamp: float, frame: str, depth, fx: float, fy: float, cx: float
     msg = _T[POINT_CLOUD2](header=header(stamp, frame), height=height, width=width,
                            fields=_POINT_XYZ, is_bigendian=False,
                            point_step=12, row_step=12 * width,
-                           data=pts.reshape(-1).view(np.uint8), is_dense=False)
-    return _cdr(msg, POINT_CLOUD2)
+                           data=_EMPTY_U8, is_dense=False)
+    return _with_data(msg, POINT_CLOUD2, pts, tail=1)
 
 
 # ---------------------------------------------------------------------------------------------
