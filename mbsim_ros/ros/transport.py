@@ -237,7 +237,7 @@ def rclpy_available() -> bool:
     """True where rclpy imports (a sourced ROS 2 installation with a matching Python)."""
     try:
         import rclpy  # noqa: F401
-    except ImportError:
+    except Exception:  # ImportError, or a sourced ROS whose C extensions do not load here
         return False
     return True
 
