@@ -1,8 +1,10 @@
 """The one ROS 2 message layer: plain Python/numpy data in, serialized CDR bytes out.
 
-Every builder returns ``bytes(TYPESTORE.serialize_cdr(msg, typename))``: the 4-byte encapsulation
-header ``00 01 00 00`` followed by little-endian CDR (XCDR1), which is what ROS 2 puts on the wire
-and into rosbag2 files. The bytes go unchanged to whichever transport is active (rclpy, live DDS,
+Every builder returns the bytes ``bytes(TYPESTORE.serialize_cdr(msg, typename))`` gives: the
+4-byte encapsulation header ``00 01 00 00`` followed by little-endian CDR (XCDR1), which is what
+ROS 2 puts on the wire and into rosbag2 files. (tf_message packs its CDR directly and image /
+point_cloud splice their bulk data into the typestore's serialization of the rest, for speed; the
+tests check their bytes against the typestore's.) The bytes go unchanged to whichever transport is active (rclpy, live DDS,
 rosbag2 MCAP). The wire layout of every type here is the same in Humble and Jazzy.
 
 Times are simulation seconds (float) turned into builtin_interfaces/Time by `to_sec_nanosec`.
