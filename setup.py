@@ -35,10 +35,17 @@ setup(
         "PyYAML>=5.4",
         "tqdm>=4.57",
         "pyserial>=3.5",
+        # the one ROS message layer (typestore, CDR, rosbag2 MCAP writer); 0.11.2 is the first
+        # release that records QoS inside the MCAP file too, not only in metadata.yaml
+        "rosbags>=0.11.2",
+        # live DDS without rclpy; 11.0.1 is the first release with Python 3.11/3.12 wheels, and
+        # there are x86_64 wheels only (elsewhere the rclpy transport is the live one)
+        "cyclonedds>=11.0.1; platform_machine == 'x86_64'",
+        "matplotlib>=3.5",       # mbsim plot
     ],
     extras_require={
         # ground truth and peers for tests and bench/, never needed at run time
-        "test": ["pytest>=7", "pin>=3.0", "mujoco>=3.0"],
+        "test": ["pytest>=7", "pin>=3.0", "mujoco>=3.0", "mcap-ros2-support>=0.5"],
         "bench": ["pin>=3.0", "mujoco>=3.0", "dartpy>=6.13"],
     },
     zip_safe=True,
@@ -50,6 +57,7 @@ setup(
     entry_points={
         "console_scripts": [
             "mbsim = mbsim_ros.cli:main",
+            "sim_node = mbsim_ros.ros.node:main",
         ],
     },
 )
