@@ -48,7 +48,8 @@ a cone); a plane is a 20 m x 20 m x 1 mm box under its surface. A mesh is writte
 mesh_path (package://, file:// kept; a file path as file://) with its scale, or, with only
 vertices, as an OBJ written to mesh_dir, else skipped with an XML comment.
 With sensor_frames=True each model.sensors[k] and model.frames[k] becomes a massless link of the
-same name on a fixed joint `<name>_joint`, so its frame is in TF.
+same name on a fixed joint `<name>_joint`, so its frame is in TF, and so does each camera's
+`<name>_optical_frame` and range sensor's `<name>_laser_frame` (model.sensor_ros_frames).
 """
 from __future__ import annotations
 
@@ -60,7 +61,7 @@ import warnings
 import numpy as np
 from lxml import etree
 
-from ..model import Joint, Link, Model, ModelError, Shape
+from ..model import Joint, Link, Model, ModelError, Shape, sensor_ros_frames
 from ..model.transforms import make_transform, matrix_to_rpy, rpy_to_matrix
 from .meshes import MeshError, load_mesh
 
@@ -524,6 +525,9 @@ def to_urdf(model: Model, mesh_dir=None, sensor_frames: bool = True) -> str:
     if sensor_frames:
         for frame in list(model.sensors) + list(model.frames):
             writer.fixed_frame(frame.name, frame.link, frame.pose)
+        for sensor in model.sensors:          # camera optical and laser frames, as TF has them
+            for name, pose in sensor_ros_frames(sensor):
+                writer.fixed_frame(name, sensor.name, pose)
     etree.indent(robot, space="  ")
     return etree.tostring(robot, encoding="unicode", pretty_print=True)
 

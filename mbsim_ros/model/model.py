@@ -240,6 +240,28 @@ class Sensor:
     params: dict = field(default_factory=dict)
 
 
+def _rotation(columns):
+    T = np.eye(4)
+    T[:3, :3] = np.array(columns, dtype=float).T
+    return T
+
+
+# Frames fixed to a sensor's own (OpenHRP) frame that ROS tools expect (sensors-and-ros.md):
+# a camera's optical frame (z forward, x right, y down: rpy (pi, 0, 0)) and a range sensor's
+# laser frame (x forward = -Z, y left = -X, z up = +Y). Columns: the new axes in the sensor frame.
+OPTICAL_FRAME = _rotation([(1, 0, 0), (0, -1, 0), (0, 0, -1)])
+LASER_FRAME = _rotation([(0, 0, -1), (-1, 0, 0), (0, 1, 0)])
+
+
+def sensor_ros_frames(sensor) -> list:
+    """[(frame name, 4x4 pose in the sensor's frame)] of the ROS frames a sensor's data is in."""
+    if sensor.type == "camera":
+        return [(sensor.name + "_optical_frame", OPTICAL_FRAME.copy())]
+    if sensor.type == "range":
+        return [(sensor.name + "_laser_frame", LASER_FRAME.copy())]
+    return []
+
+
 @dataclass
 class LoopConstraint:
     """A closure between two links: points pos1 (in link1) and pos2 (in link2), axis in link1.

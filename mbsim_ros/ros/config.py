@@ -1,0 +1,99 @@
+"""The run configuration: one YAML file (config/sim.yaml documents every key) shared by
+`mbsim run --config` and the sim_node's `config` parameter; command-line options and ROS
+parameters override it. Imports nothing of ROS."""
+from __future__ import annotations
+
+import copy
+import math
+
+import yaml
+
+DEFAULTS = {
+    "model": "",                    # model file(s), comma-separated; "" = the bundled SR1 world
+    "floating_base": False,         # URDF: give the root link a free joint
+    "dt": 0.001,                    # physics step (s)
+    "integrator": "semi-implicit-euler",
+    "contact": "lcp",               # lcp | penalty | none
+    "hold": 2000.0,                 # joint springs holding the initial pose (0: off)
+    "real_time_factor": 1.0,        # 0 = as fast as possible
+    "catch_up": "compensatory",     # compensatory | conservative
+    "namespace": "",                # "" = the first model's name
+    "frame_prefix": "",             # prepended to every link and sensor frame id
+    "seed": 0,                      # world noise seed
+    "joint_state_rate": 100.0,      # Hz
+    "tf_rate": 100.0,               # Hz
+    "clock_rate": 1000.0,           # Hz (at most the physics rate)
+    "diagnostics_rate": 1.0,        # Hz
+    "merge_imu": False,             # one Imu per link from its accelerometer + gyro
+    "pd_gains": {"default": [100.0, 10.0]},   # joint_commands position/velocity tracking: [kp, kd]
+    "sensors": {},                  # per sensor: rate, delay, saturate, noise, enabled, points
+}
+CHOICES = {"integrator": ("semi-implicit-euler", "rk4"), "contact": ("lcp", "penalty", "none"),
+           "catch_up": ("compensatory", "conservative")}
+
+
+class ConfigError(ValueError):
+    """A configuration file or value is malformed; the message names the file and the key."""
+
+
+def load_config(path=None, overrides=None) -> dict:
+    """DEFAULTS, then the YAML file at `path` (if any), then `overrides` (None values skipped)."""
+    config = copy.deepcopy(DEFAULTS)
+    where = "configuration"
+    if path:
+        where = str(path)
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = yaml.safe_load(f)
+        except FileNotFoundError:
+            raise ConfigError(f"{path}: no such configuration file") from None
+        except yaml.YAMLError as e:
+            mark = getattr(e, "problem_mark", None)
+            line = f" line {mark.line + 1}" if mark is not None else ""
+            raise ConfigError(f"{path}:{line}: not valid YAML ({getattr(e, 'problem', None) or e})") from None
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            raise ConfigError(f"{path}: expected a mapping of settings at the top level, got {type(data).__name__}")
+        _merge(config, data, where)
+    _merge(config, {k: v for k, v in (overrides or {}).items() if v is not None}, "command line")
+    return config
+
+
+def _merge(config, data, where):
+    for key, value in data.items():
+        if key not in DEFAULTS:
+            raise ConfigError(f"{where}: unknown setting {key!r}; expected one of {', '.join(DEFAULTS)}")
+        config[key] = _check(key, value, where)
+
+
+def _check(key, value, where):
+    default = DEFAULTS[key]
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where}: {key} must be true or false, got {value!r}")
+        return value
+    if isinstance(default, (int, float)):
+        try:
+            x = float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{where}: {key} must be a number, got {value!r}") from None
+        if not math.isfinite(x) or x < 0 or (x == 0 and key.endswith(("_rate", "dt"))):
+            raise ConfigError(f"{where}: {key} must be a finite number {'> 0' if key.endswith(('_rate', 'dt')) else '>= 0'}, got {value!r}")
+        return int(x) if key == "seed" else x
+    if isinstance(default, str):
+        value = "" if value is None else str(value)
+        if key in CHOICES and value not in CHOICES[key]:
+            raise ConfigError(f"{where}: {key} must be one of {', '.join(CHOICES[key])}, got {value!r}")
+        return value
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: {key} must be a mapping, got {value!r}")
+    if key == "pd_gains":
+        gains = dict(default)
+        for joint, kpkd in value.items():
+            if not (isinstance(kpkd, (list, tuple)) and len(kpkd) == 2
+                    and all(isinstance(g, (int, float)) and g >= 0 for g in kpkd)):
+                raise ConfigError(f"{where}: pd_gains.{joint} must be [kp, kd] with numbers >= 0, got {kpkd!r}")
+            gains[str(joint)] = [float(kpkd[0]), float(kpkd[1])]
+        return gains
+    return value
