@@ -35,6 +35,8 @@ Definitions (stats()):
 - overrun: a paced step whose lateness exceeds one step period of wall time, dt / rtf. While
   compensatory catches up after a stall every step of the catch-up counts; conservative counts
   the one step whose lateness it drops. Never counted at rtf 0.
+- dropped_time: the wall seconds of lateness conservative mode gave up (moved the reference by);
+  a conservative paced run takes duration / rtf + dropped_time. Always 0 for compensatory.
 - rtf: simulated time advanced by the running loop / wall time the loop ran, both excluding
   paused intervals and step_once steps, since run() started. rtf_recent: the same over the last
   ~1 s (sampled every 0.1 s).
@@ -122,6 +124,7 @@ class Runner:
         self._steps = 0              # all steps taken by run() (paced and step_once)
         self._paced_steps = 0
         self._overruns = 0
+        self._dropped = 0.0          # wall seconds of lateness conservative mode gave up
         self._t_start = now
         self._paused_wall = 0.0      # wall time spent paused, finished pauses
         self._pause_began = None
@@ -345,6 +348,7 @@ class Runner:
                     self._overruns += 1
                     if conservative:
                         ref += late
+                        self._dropped += late
                 late_buf[self._nlate % late_size] = late
                 self._nlate += 1
             step(n)
@@ -462,6 +466,7 @@ class Runner:
             "rtf_recent": float(rtf_recent),
             "target_rtf": self.rtf,
             "overruns": self._overruns,
+            "dropped_time": self._dropped,
             "lateness_mean_ms": mean * 1e3,
             "lateness_p99_ms": p99 * 1e3,
             "lateness_max_ms": worst * 1e3,
