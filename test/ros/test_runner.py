@@ -1,0 +1,293 @@
+"""Runner: pacing at a real-time factor, catch-up policies, controls from other threads,
+and an AsyncPublisher that keeps slow publishing off the physics loop.
+
+Only test_rtf_1_ten_seconds_take_ten_seconds asserts tight timing (the issue's acceptance
+criterion: 2%); the others use margins far wider than scheduling noise.
+"""
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import mbsim_ros as mb
+from mbsim_ros.model import Joint, Link, Model
+from mbsim_ros.ros.runner import AsyncPublisher, Runner
+
+DT = 1e-3
+
+
+@pytest.fixture(scope="module")
+def shared_sim():
+    m = Model("pendulum")
+    m.add_link(Link("bob", 1.0, [0, 0, -0.5], np.diag([0.01, 0.01, 0.01])))
+    m.add_joint(Joint("hinge", "revolute", None, "bob", axis=[0, 1, 0], q0=[0.3]))
+    return mb.Simulation(m.finalize(), dt=DT)   # a step costs microseconds: pacing dominates
+
+
+@pytest.fixture
+def sim(shared_sim):
+    shared_sim.reset()
+    return shared_sim
+
+
+def steps_of(sim):
+    return int(round(sim.t / sim.dt))
+
+
+def test_rtf_1_ten_seconds_take_ten_seconds(sim):
+    t0 = time.perf_counter()
+    s = Runner(sim, rtf=1.0).run(duration=10.0)
+    wall = time.perf_counter() - t0
+    assert steps_of(sim) == 10000 and s["steps"] == 10000
+    assert wall == pytest.approx(10.0, rel=0.02)
+    assert s["rtf"] == pytest.approx(1.0, rel=0.02)
+
+
+def test_rtf_0_does_not_sleep(sim):
+    s = Runner(sim, rtf=0).run(duration=5.0)
+    assert steps_of(sim) == 5000
+    assert s["rtf"] > 5                      # a paced loop would give 1
+    assert s["overruns"] == 0 and s["lateness_max_ms"] == 0.0   # nothing is paced
+
+
+def test_rtf_2_takes_half_the_time(sim):
+    t0 = time.perf_counter()
+    s = Runner(sim, rtf=2.0).run(duration=4.0)
+    assert time.perf_counter() - t0 == pytest.approx(2.0, rel=0.05)
+    assert sim.t == pytest.approx(4.0)
+    assert s["rtf"] == pytest.approx(2.0, rel=0.05)
+
+
+def stall_once(at_step, seconds):
+    def on_step(sim):
+        if steps_of(sim) == at_step:
+            time.sleep(seconds)
+    return on_step
+
+
+def test_compensatory_catches_up_a_stall_and_conservative_does_not(sim):
+    comp = Runner(sim, rtf=1.0, policy="compensatory", on_step=stall_once(300, 0.2)).run(1.0)
+    sim.reset()
+    cons = Runner(sim, rtf=1.0, policy="conservative", on_step=stall_once(300, 0.2)).run(1.0)
+    assert comp["wall_time"] == pytest.approx(1.0, abs=0.05)     # the 200 ms were caught up
+    assert comp["dropped_time"] == 0.0
+    # ... and here never: plus whatever else scheduling noise made it drop (a loaded machine)
+    assert cons["dropped_time"] > 0.19
+    assert cons["wall_time"] == pytest.approx(1.0 + cons["dropped_time"], abs=0.05)
+    for s in (comp, cons):
+        assert s["lateness_max_ms"] > 190
+        assert s["overruns"] >= 1
+    # every step of compensatory's catch-up is late by more than a period: ~200 of them
+    assert comp["overruns"] > 100
+
+
+def test_pause_holds_time_step_once_steps_exactly_and_resume_does_not_catch_up(sim):
+    calls = []
+    r = Runner(sim, rtf=1.0, on_step=lambda s: calls.append(1))
+    r.start()
+    time.sleep(0.3)
+    assert r.pause(wait=True, timeout=5) and r.paused
+    held = steps_of(sim)
+    assert held > 100
+    time.sleep(0.3)
+    assert steps_of(sim) == held                        # no time passes while paused
+    assert r.stats()["paused"]
+    ncalls = len(calls)
+    assert r.step_once(5, wait=True, timeout=5)
+    assert steps_of(sim) == held + 5 and len(calls) == ncalls + 5
+    time.sleep(0.1)
+    assert steps_of(sim) == held + 5                    # still paused after the 5 steps
+    r.resume()
+    wall0, sim0 = time.perf_counter(), sim.t
+    time.sleep(0.5)
+    wall1, sim1 = time.perf_counter(), sim.t
+    r.stop()
+    assert r.join(timeout=5)
+    # catching up the 0.4 s spent paused would put the sim ~0.4 s ahead of the wall clock
+    assert 0.2 < sim1 - sim0 < (wall1 - wall0) + 0.1
+    s = r.stats()
+    assert s["paused_time"] > 0.35 and not s["running"]
+    assert s["rtf"] == pytest.approx(1.0, abs=0.1)      # paused time is not in the wall time
+
+
+def test_step_once_while_not_running_steps_here(sim):
+    calls = []
+    r = Runner(sim, rtf=1.0, on_step=lambda s: calls.append(steps_of(s)))
+    r.step_once(3)
+    assert calls == [1, 2, 3] and r.paused
+
+
+def test_submitted_functions_run_in_the_physics_thread_in_order_between_steps(sim):
+    seen = []
+    done = threading.Event()
+    r = Runner(sim, rtf=0)
+    thread = r.start()
+    for i in range(100):
+        r.submit(lambda i=i: seen.append((i, threading.get_ident(), steps_of(sim))))
+    r.submit(done.set)
+    assert done.wait(5)
+    r.stop()
+    r.join(5)
+    assert [i for i, _, _ in seen] == list(range(100))
+    assert {ident for _, ident, _ in seen} == {thread.ident}
+    assert thread.ident != threading.get_ident()
+    # between steps: every step is whole (the step count is an integer each time seen)
+    steps = [n for _, _, n in seen]
+    assert steps == sorted(steps)
+
+
+def test_submit_from_on_step_applies_before_the_next_step(sim):
+    applied = []
+
+    def on_step(s):
+        if steps_of(s) == 10:
+            runner.submit(lambda: s.tau.__setitem__(0, 5.0))
+            runner.submit(lambda: applied.append(steps_of(s)))
+    runner = Runner(sim, rtf=0, on_step=on_step)
+    runner.run(0.02)
+    assert applied == [10] and sim.tau[0] == 5.0
+
+
+def test_reset_from_another_thread_applies_in_order_with_submit(sim):
+    r = Runner(sim, rtf=1.0)
+    r.start()
+    time.sleep(0.3)
+    assert sim.t > 0.15
+    seen = []
+    done = threading.Event()
+    r.reset()
+    r.submit(lambda: (seen.append(sim.t), done.set()))   # queued after the reset: sees it
+    assert done.wait(5)
+    r.stop()
+    r.join(5)
+    assert seen[0] < 0.1
+
+
+def test_reset_restarts_pacing_so_a_backlog_is_not_caught_up(sim):
+    marks = {}
+
+    def on_step(s):
+        if "reset" not in marks and steps_of(s) == 100:
+            time.sleep(0.3)                # 0.3 s behind schedule (compensatory would catch up)
+            runner.reset()
+            marks["reset"] = time.perf_counter()
+    runner = Runner(sim, rtf=1.0, on_step=on_step)
+    runner.start()
+    time.sleep(0.8)
+    t, now = sim.t, time.perf_counter()
+    runner.stop()
+    runner.join(5)
+    since_reset = now - marks["reset"]
+    assert 0.2 < t < since_reset + 0.1     # a catch-up burst would put t ~0.3 s ahead
+
+
+def test_reset_while_not_running_is_immediate(sim):
+    sim.step(10)
+    Runner(sim).reset()
+    assert sim.t == 0.0
+
+
+def test_a_paced_run_ends_when_the_wall_clock_reaches_its_sim_time(sim):
+    r = Runner(sim, rtf=1.0)
+    walls = []
+    for _ in range(20):
+        t0 = time.perf_counter()
+        r.run(0.01)            # 10 steps: the last starts at 9 ms, the run ends at 10 ms
+        walls.append(time.perf_counter() - t0)
+    assert min(walls) >= 0.01  # load can only lengthen a run; ending early would be ~9 ms
+
+
+def test_progress_is_called_at_most_about_ten_times_a_second(sim):
+    reports = []
+    Runner(sim, rtf=1.0, progress=reports.append).run(1.0)
+    assert 5 <= len(reports) <= 12
+    assert all({"rtf", "rtf_recent", "steps", "sim_time"} <= set(r) for r in reports)
+    assert reports[-1]["steps"] == 1000 and reports[-1]["rtf"] == pytest.approx(1.0, abs=0.1)
+    assert reports[-1]["rtf_recent"] == pytest.approx(1.0, abs=0.1)
+
+
+def test_lateness_statistics_cover_a_fixed_window_of_recent_steps(sim):
+    def stats(window):
+        sim.reset()
+        return Runner(sim, rtf=4.0, policy="conservative", jitter_window=window,
+                      on_step=stall_once(5, 0.2)).run(0.2)
+    whole, recent = stats(4096), stats(64)
+    assert whole["lateness_max_ms"] > 190           # the stall is among the 200 steps kept
+    assert recent["lateness_max_ms"] < 150          # ... and out of the last 64
+    for s in (whole, recent):
+        assert s["steps"] == 200 and s["overruns"] >= 1
+        assert 0 <= s["lateness_mean_ms"] <= s["lateness_max_ms"]
+        assert s["lateness_p99_ms"] <= s["lateness_max_ms"]
+
+
+def test_chunk_steps_several_at_once(sim):
+    calls = []
+    s = Runner(sim, rtf=0, chunk=7, on_step=lambda sm: calls.append(steps_of(sm))).run(0.1)
+    assert s["steps"] == 100 and steps_of(sim) == 100
+    assert calls == list(range(7, 99, 7)) + [100]     # the last chunk is cut to the duration
+
+
+def test_exceptions_in_the_loop_propagate(sim):
+    def on_step(s):
+        raise KeyError("sensor")
+    r = Runner(sim, rtf=0, on_step=on_step)
+    with pytest.raises(KeyError, match="sensor"):
+        r.run(1.0)
+    assert not r.running and steps_of(sim) == 1
+    r.start(1.0)
+    with pytest.raises(KeyError):
+        r.join(5)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(rtf=-1), "rtf"), (dict(rtf=float("nan")), "rtf"), (dict(policy="eager"), "policy"),
+    (dict(chunk=0), "chunk"), (dict(spin=-1), "spin"),
+])
+def test_bad_arguments_say_what_was_expected(sim, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        Runner(sim, **kwargs)
+
+
+def test_slow_publishing_does_not_slow_the_physics_loop(sim):
+    pub = AsyncPublisher(max_queue=8)
+
+    def slow_job():
+        time.sleep(0.005)          # a slow serializer / network write
+    s = Runner(sim, rtf=0, on_step=lambda sm: pub.submit(slow_job)).run(1.0)
+    # had the loop waited for the jobs, 1000 steps would take >= 5 s (200 steps/s)
+    assert s["steps"] == 1000
+    assert s["wall_time"] < 0.5
+    assert pub.dropped > 0 and pub.submitted == 1000
+    assert pub.flush(timeout=5)
+    assert pub.done + pub.dropped == 1000 and pub.errors == 0
+    assert pub.close(timeout=5)
+    assert not pub.submit(slow_job) and pub.dropped > 0
+
+
+def test_a_failing_job_is_counted_and_later_jobs_still_run():
+    out = []
+    with AsyncPublisher(max_queue=100) as pub:
+        pub.submit(lambda: out.append(1))
+        pub.submit(lambda: 1 / 0)
+        pub.submit(lambda: out.append(2))
+        pub.submit(lambda: [][1])
+        pub.submit(lambda: out.append(3))
+        assert pub.flush(timeout=5)
+    assert out == [1, 2, 3]
+    assert pub.errors == 2 and pub.done == 3 and pub.dropped == 0
+    assert isinstance(pub.first_error, ZeroDivisionError)
+
+
+def test_a_full_queue_drops_the_oldest_job():
+    gate = threading.Event()
+    out = []
+    pub = AsyncPublisher(max_queue=3)
+    pub.submit(gate.wait)              # occupies the worker
+    time.sleep(0.05)
+    for i in range(6):
+        assert pub.submit(lambda i=i: out.append(i))
+    gate.set()
+    assert pub.flush(timeout=5)
+    pub.close()
+    assert out == [3, 4, 5] and pub.dropped == 3
