@@ -1,8 +1,11 @@
-"""The `mbsim` command: run a model, describe it, convert it.
+"""The `mbsim` command: run a model, describe it, convert it, render it, plot a recording.
 
-    mbsim run [MODEL ...] [--duration S] [--dt DT]   simulate (default: the bundled SR1 world)
+    mbsim run [MODEL ...] [--duration S] [--rtf R] [--bag DIR] [--transport auto|rclpy|dds|none]
+              [--config YAML]                         simulate and publish (default: the SR1 world)
     mbsim info MODEL                                  links, joints, sensors, mass
     mbsim convert MODEL -o robot.urdf                 URDF for robot_description / RViz
+    mbsim render [MODEL ...] -o view.png              a picture of the world or of a camera's view
+    mbsim plot BAG -o plot.png                        recorded IMU, wrench and joint traces
 
 Bad input ends with one line on stderr and exit status 2.
 """
@@ -12,10 +15,8 @@ import sys
 import time
 import warnings
 
-from .model import ModelError, SimulationError
-
-DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "models")
-DEFAULT_WORLD = [os.path.join(DATA, "SR1_range.wrl"), os.path.join(DATA, "floor.wrl")]
+from .model import ConfigError, ModelError, SimulationError
+from .ros.world import DEFAULT_WORLD, hold_initial_pose  # noqa: F401 (the bundled world, used by tests and bench)
 
 
 def _load(paths, floating_base):
@@ -27,57 +28,67 @@ def _load(paths, floating_base):
 
 
 def cmd_run(args):
-    import numpy as np
     from tqdm import tqdm
-    from .dynamics import Simulation
+    from .ros.bag import BagTransport
+    from .ros.config import load_config
+    from .ros.session import Session, load_world, simulation
+    from .ros.transport import FanoutTransport, transport_for
 
-    paths = args.models or DEFAULT_WORLD
-    models, notes = _load(paths, args.floating_base)
+    overrides = dict(model=",".join(args.models) or None, dt=args.dt, integrator=args.integrator,
+                     contact=args.contact, hold=args.hold, real_time_factor=args.rtf, seed=args.seed,
+                     namespace=args.namespace, floating_base=True if args.floating_base else None)
+    config = load_config(args.config, overrides)
+    if args.bag and os.path.exists(args.bag):
+        raise OSError(f"--bag {args.bag}: already exists (rosbag2 refuses to overwrite a bag too)")
+    models, notes = load_world(config)
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
-    if args.hold > 0:
-        hold_initial_pose(models, args.hold)
     t0 = time.perf_counter()
-    sim = Simulation(models, dt=args.dt, integrator=args.integrator, contact=args.contact)
+    sim = simulation(models, config)
     prepare = time.perf_counter() - t0
-    steps = int(round(args.duration / args.dt))
-    chunk = max(1, min(steps, int(round(0.02 / args.dt))))   # progress every 20 ms of sim time
-    names = ", ".join(m.name for m in models)
-    held = f", joints held at their initial angles (stiffness {args.hold:g})" if args.hold > 0 else ""
-    print(f"simulating {names}: {sim.nv} DOF, dt = {args.dt:g} s, {args.duration:g} s "
-          f"({steps} steps, {args.integrator}, contact {sim.contact}{held})")
-    start = time.perf_counter()
-    with tqdm(total=steps, unit="step", disable=args.quiet, mininterval=0.5) as bar:
-        done = 0
-        while done < steps:
-            n = min(chunk, steps - done)
-            sim.step(n)
-            done += n
-            bar.update(n)
-            wall = time.perf_counter() - start
-            bar.set_postfix_str(f"t={sim.t:.2f}s rtf={sim.t / wall:.1f}" if wall > 0 else "")
-    wall = time.perf_counter() - start
-    print(f"steps: {done}  simulated: {sim.t:.3f} s  wall: {wall:.3f} s  "
-          f"real-time factor: {sim.t / wall:.1f}  ({1e6 * wall / max(done, 1):.1f} us/step; "
-          f"model compile and load {prepare:.2f} s)")
-    T = sim.link_transforms()
-    root = models[0].root_links[0]
-    print(f"final position of {root}: {np.array2string(T[root][:3, 3], precision=3)}; "
-          f"{len(sim.contacts())} contacts")
+    transports = [] if args.transport == "none" else [transport_for(args.transport)]
+    if args.bag:
+        transports.append(BagTransport(args.bag, compression=args.compression))
+    if not transports:
+        transports = [transport_for("none")]
+    transport = transports[0] if len(transports) == 1 else FanoutTransport(transports)
+    steps = int(round(args.duration / sim.dt))
+    rtf = config["real_time_factor"]
+    print(f"simulating {', '.join(m.name for m in models)}: {sim.nv} DOF, {len(sim.devices)} sensors, "
+          f"dt = {sim.dt:g} s, {args.duration:g} s ({steps} steps) at real-time factor {rtf:g}"
+          f"{' (as fast as possible)' if rtf == 0 else ''}; topics on {args.transport}"
+          f"{', recorded to ' + args.bag if args.bag else ''}")
+    bar = tqdm(total=steps, unit="step", disable=args.quiet, mininterval=0.5)
+
+    def progress(stats):
+        bar.update(stats["steps"] - bar.n)
+        bar.set_postfix_str(f"t={stats['sim_time']:.2f}s rtf={stats['rtf']:.2f}")
+    session = Session(sim, transport, config, log=lambda text: print(f"note: {text}", file=sys.stderr),
+                      progress=progress)
+    try:
+        stats = session.run(args.duration)
+    finally:
+        bar.close()
+        session.close()
+    print(f"steps: {stats['steps']}  simulated: {stats['sim_time']:.3f} s  wall: {stats['wall_time']:.3f} s  "
+          f"real-time factor: {stats['rtf']:.2f}  overruns: {stats['overruns']}  lateness mean/p99/max: "
+          f"{stats['lateness_mean_ms']:.3f}/{stats['lateness_p99_ms']:.3f}/{stats['lateness_max_ms']:.3f} ms  "
+          f"(model compile and load {prepare:.2f} s)")
+    dropped = session.dropped()
+    print("messages per topic" + (f" ({dropped} steps of messages dropped: publishing fell behind)" if dropped else "") + ":")
+    for topic, v in sorted(transport.stats().items()):
+        if v.get("direction", "out") == "out":
+            print(f"  {topic:<44} {v['messages']:>7}  {v['type']}")
+    if args.bag:
+        print(f"wrote bag {args.bag}")
     return 0
 
 
-def hold_initial_pose(models, stiffness):
-    """Hold every one-coordinate joint at its initial angle with a stiff implicit spring and a
-    damper (critically damped for a unit inertia): a stand-in for a controller, stable at any dt."""
-    import numpy as np
-    for model in models:
-        for joint in model.joints:
-            if joint.type not in ("fixed", "ball", "free"):
-                joint.stiffness = np.full(joint.nv, stiffness)
-                joint.damping = np.maximum(joint.damping, 2.0 * np.sqrt(stiffness))
-                joint.rest_position = np.array(joint.q0, dtype=float)
-        model.finalize()
+def cmd_plot(args):
+    from .ros.plot import plot_bag
+    topics = plot_bag(args.bag, args.output)
+    print(f"wrote {args.output} ({len(topics)} topics: {', '.join(topics)})")
+    return 0
 
 
 def cmd_info(args):
@@ -187,11 +198,18 @@ def build_parser():
     run = sub.add_parser("run", help="simulate a model (default: the bundled SR1 humanoid on a floor)")
     run.add_argument("models", nargs="*", help="model files (.wrl, .urdf); several make one world")
     run.add_argument("--duration", type=float, default=5.0, help="simulated seconds (default 5)")
-    run.add_argument("--dt", type=float, default=0.001, help="time step in seconds (default 0.001)")
-    run.add_argument("--integrator", default="semi-implicit-euler", choices=["semi-implicit-euler", "rk4"])
-    run.add_argument("--contact", default=None, choices=["lcp", "penalty", "none"],
-                     help="contact model (default: what the model asks for, else lcp)")
-    run.add_argument("--hold", type=float, default=2000.0, metavar="K",
+    run.add_argument("--rtf", type=float, help="real-time factor (default 1; 0 = as fast as possible)")
+    run.add_argument("--bag", metavar="DIR", help="also record every topic into this rosbag2 (MCAP) directory")
+    run.add_argument("--compression", choices=["zstd"], help="bag storage compression")
+    run.add_argument("--transport", default="auto", choices=["auto", "rclpy", "dds", "none"],
+                     help="live topics: rclpy when installed, else DDS (auto); none = bag only")
+    run.add_argument("--config", metavar="YAML", help="run configuration (see config/sim.yaml)")
+    run.add_argument("--namespace", help="topic namespace (default: the first model's name)")
+    run.add_argument("--seed", type=int, help="sensor noise seed (default 0)")
+    run.add_argument("--dt", type=float, help="time step in seconds (default 0.001)")
+    run.add_argument("--integrator", choices=["semi-implicit-euler", "rk4"])
+    run.add_argument("--contact", choices=["lcp", "penalty", "none"], help="contact model (default lcp)")
+    run.add_argument("--hold", type=float, metavar="K",
                      help="hold joints at their initial angles with springs of stiffness K "
                           "(N m/rad or N/m; default 2000; 0 = limp)")
     run.add_argument("--floating-base", action="store_true", help="URDF: free joint above the root link")
@@ -221,17 +239,21 @@ def build_parser():
     ren.add_argument("--depth", metavar="PNG", help="also write the depth image (grey, near = white)")
     ren.add_argument("--floating-base", action="store_true", help="URDF: free joint above the root link")
     ren.set_defaults(func=cmd_render)
+    plot = sub.add_parser("plot", help="plot the IMU, wrench and joint traces of a recorded bag")
+    plot.add_argument("bag", help="a rosbag2 directory written by mbsim run --bag")
+    plot.add_argument("-o", "--output", required=True, help="the PNG to write")
+    plot.set_defaults(func=cmd_plot)
     return p
 
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    if getattr(args, "duration", 1.0) <= 0 or getattr(args, "dt", 1.0) <= 0:
+    if getattr(args, "duration", 1.0) <= 0 or (getattr(args, "dt", None) or 1.0) <= 0:
         print("mbsim: --duration and --dt must be positive", file=sys.stderr)
         return 2
     try:
         return args.func(args)
-    except (ModelError, SimulationError, OSError) as e:
+    except (ModelError, ConfigError, SimulationError, OSError, ImportError) as e:
         print(f"mbsim: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

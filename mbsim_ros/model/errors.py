@@ -8,3 +8,7 @@ class ModelError(ValueError):
 
 class SimulationError(RuntimeError):
     """The simulation state became non-finite; the message names the joint that went first."""
+
+
+class ConfigError(ValueError):
+    """A run or sensor configuration is malformed; the message names the file or key."""

@@ -8,6 +8,8 @@ import math
 
 import yaml
 
+from ..model import ConfigError
+
 DEFAULTS = {
     "model": "",                    # model file(s), comma-separated; "" = the bundled SR1 world
     "floating_base": False,         # URDF: give the root link a free joint
@@ -30,10 +32,6 @@ DEFAULTS = {
 }
 CHOICES = {"integrator": ("semi-implicit-euler", "rk4"), "contact": ("lcp", "penalty", "none"),
            "catch_up": ("compensatory", "conservative")}
-
-
-class ConfigError(ValueError):
-    """A configuration file or value is malformed; the message names the file and the key."""
 
 
 def load_config(path=None, overrides=None) -> dict:

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ..model import ModelError
+from ..model import ConfigError, ModelError
 from .noise import Noise, NoiseProcess, device_rng
 
 KINEMATIC = ("accelerometer", "gyro", "force")
@@ -44,7 +44,7 @@ class Reading:
     saturated: bool = False
 
 
-class SensorConfigError(ValueError):
+class SensorConfigError(ConfigError):
     """The sensor configuration names an unknown sensor or holds a bad value."""
 
 

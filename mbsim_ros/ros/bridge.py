@@ -1,0 +1,341 @@
+"""Simulation state and sensor readings -> ROS 2 topics on any transport; commands -> sim.tau.
+
+Topics (NS = the namespace, by default the first model's name):
+  NS/joint_states (JointState, one entry per DOF of every joint with one coordinate per DOF),
+  NS/robot_description (String, transient local; one per model, NS/<model>/robot_description
+  for the models after the first), NS/<sensor> (Imu, WrenchStamped, LaserScan), NS/<camera>/
+  image_raw, camera_info, depth/image_raw, depth/camera_info, points; /tf, /tf_static, /clock,
+  /diagnostics. Inputs: NS/joint_commands (JointState: effort, or position/velocity tracked by
+  PD gains), NS/joint_efforts (Float64MultiArray, every DOF in model order).
+TF: frame ids are the model's link names (with the frame prefix); a floating base is odom ->
+root link with a static world -> odom; other roots hang from world; fixed joints, sensor
+frames, camera optical frames and range laser frames are static.
+Every message is built once and serialized once; building and writing run in `publish` (an
+AsyncPublisher's submit, so the physics thread never waits on a transport), or inline.
+"""
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+
+from ..formats import to_urdf
+from ..model import sensor_ros_frames
+from . import messages as msg
+from .qos import CLOCK, DEFAULT, LATCHED, SENSOR, TF
+
+
+def ros_name(text: str) -> str:
+    """A valid ROS name segment from a model or sensor name."""
+    name = re.sub(r"[^A-Za-z0-9_]", "_", text)
+    return name if name and not name[0].isdigit() else "_" + name
+
+
+class Rate:
+    """Due at k / rate on the simulation clock."""
+
+    def __init__(self, rate):
+        self.period = 1.0 / rate
+        self.k = 0
+
+    def due(self, t):
+        if t + 1e-9 >= self.k * self.period:
+            self.k = int(math.floor(t / self.period + 1e-9)) + 1
+            return True
+        return False
+
+
+class JointController:
+    """Efforts and PD targets from the command topics, turned into sim.tau before each step."""
+
+    def __init__(self, sim, dofs, gains):
+        nv = sim.nv
+        self.effort = np.zeros(nv)
+        self.q_target = np.full(nv, np.nan)
+        self.v_target = np.full(nv, np.nan)
+        self.kp = np.zeros(nv)
+        self.kd = np.zeros(nv)
+        self.q_of_v = np.full(nv, -1)
+        self.index = {}                    # DOF name -> v index
+        default = gains.get("default", [0.0, 0.0])
+        for name, iq, iv, joint in dofs:
+            self.index[name] = iv
+            self.q_of_v[iv] = iq
+            self.kp[iv], self.kd[iv] = gains.get(name, gains.get(joint, default))
+        self.active = False
+
+    def command(self, cmd):
+        """A decoded JointState command (names with effort and/or position/velocity)."""
+        unknown = [n for n in cmd.names if n not in self.index]
+        if unknown:
+            return f"joint_commands: unknown joint(s) {', '.join(unknown)}"
+        for k, name in enumerate(cmd.names):
+            iv = self.index[name]
+            if cmd.effort is not None and len(cmd.effort) == len(cmd.names):
+                self.effort[iv] = cmd.effort[k]
+            if cmd.position is not None and len(cmd.position) == len(cmd.names):
+                self.q_target[iv] = cmd.position[k]
+                if cmd.velocity is None or len(cmd.velocity) != len(cmd.names):
+                    self.v_target[iv] = 0.0
+            if cmd.velocity is not None and len(cmd.velocity) == len(cmd.names):
+                self.v_target[iv] = cmd.velocity[k]
+        self.active = True
+        return None
+
+    def efforts(self, values):
+        if len(values) != len(self.effort):
+            return f"joint_efforts: expected {len(self.effort)} values (every DOF in model order), got {len(values)}"
+        self.effort[:] = values
+        self.active = True
+        return None
+
+    def apply(self, sim):
+        if not self.active:
+            return
+        tau = self.effort.copy()
+        has_q = ~np.isnan(self.q_target)
+        if has_q.any():
+            iq = self.q_of_v[has_q]
+            tau[has_q] += self.kp[has_q] * (self.q_target[has_q] - sim.q[iq])
+        has_v = ~np.isnan(self.v_target)
+        if has_v.any():
+            tau[has_v] += self.kd[has_v] * (self.v_target[has_v] - sim.v[has_v])
+        sim.tau = tau
+
+
+class Bridge:
+    """Publishes one Simulation (mbsim_ros.sensors.Simulation) on `transport`.
+
+    config: the run configuration (ros/config.py). publish(job): how built jobs run (an
+    AsyncPublisher's submit; default inline). submit(fn): how command callbacks reach the
+    physics thread (a Runner's submit; default: applied at once)."""
+
+    def __init__(self, sim, transport, config, publish=None, submit=None, log=None):
+        self.sim = sim
+        self.transport = transport
+        self.config = config
+        self.publish_job = publish or (lambda job: job())
+        self.submit = submit or (lambda fn: fn())
+        self.log = log or (lambda text: None)
+        self.ns = "/" + ros_name(config.get("namespace") or sim.models[0].name)
+        self.prefix = config.get("frame_prefix", "")
+        self.rates = {key: Rate(min(float(config[key]), 1.0 / sim.dt))
+                      for key in ("joint_state_rate", "tf_rate", "clock_rate", "diagnostics_rate")}
+        self._layout()
+        self.controller = JointController(sim, self.dofs, config.get("pd_gains", {}))
+        self.runner_stats = lambda: {}
+        self._last = {}
+        self.pubs = {}
+        self.errors = []
+
+    # -- layout -----------------------------------------------------------------------------
+    def frame(self, name):
+        return self.prefix + name
+
+    def _layout(self):
+        """DOFs for joint_states, the TF tree (static and moving edges), devices' topics."""
+        sim = self.sim
+        self.dofs = []                       # (DOF name, q index, v index, joint name)
+        self.moving = []                     # (parent frame, child frame, parent link or None, child link)
+        self.static = []                     # (parent frame, child frame, 4x4)
+        q_off = v_off = 0
+        floating = False
+        for model in sim.models:
+            names = model.dof_names
+            for j in model.joints:
+                if j.type not in ("fixed", "ball", "free"):
+                    for k in range(j.nv):
+                        self.dofs.append((names[j.v_index + k], q_off + j.q_index + k, v_off + j.v_index + k, j.name))
+                if j.parent is None:
+                    if j.type == "free":
+                        floating = True
+                        self.moving.append(("odom", self.frame(j.child), None, j.child))
+                    elif j.type == "fixed":
+                        self.static.append(("world", self.frame(j.child), j.origin))
+                    else:
+                        self.moving.append(("world", self.frame(j.child), None, j.child))
+                elif j.type == "fixed":
+                    self.static.append((self.frame(j.parent), self.frame(j.child), j.origin))
+                else:
+                    self.moving.append((self.frame(j.parent), self.frame(j.child), j.parent, j.child))
+            for s in model.sensors:
+                self.static.append((self.frame(s.link), self.frame(s.name), s.pose))
+                for name, pose in sensor_ros_frames(s):
+                    self.static.append((self.frame(s.name), self.frame(name), pose))
+            q_off += model.nq
+            v_off += model.nv
+        if floating:
+            self.static.append(("world", "odom", np.eye(4)))
+        self.dof_names = [d[0] for d in self.dofs]
+        self.dof_q = np.array([d[1] for d in self.dofs], dtype=int)
+        self.dof_v = np.array([d[2] for d in self.dofs], dtype=int)
+        # accelerometer + gyro pairs merged into one Imu per link (same pose only)
+        self.merged = {}
+        if self.config.get("merge_imu"):
+            devs = list(sim.devices.values())
+            for a in (d for d in devs if d.kind == "accelerometer"):
+                g = next((d for d in devs if d.kind == "gyro" and d.link == a.link and d.rate == a.rate
+                          and d.delay == a.delay and np.allclose(d.sensor.pose, a.sensor.pose)), None)
+                if g is not None:
+                    self.merged[a.name] = (ros_name(a.link) + "_imu", a, g)
+                    self.merged[g.name] = self.merged[a.name]
+
+    def topic(self, *parts):
+        return "/".join([self.ns] + [ros_name(p) if k == 0 else p for k, p in enumerate(parts)])
+
+    # -- start / stop -----------------------------------------------------------------------
+    def start(self):
+        """Advertise every topic, publish robot_description and /tf_static, subscribe inputs."""
+        t, sim = self.transport, self.sim
+        adv = self.pubs
+        adv["clock"] = t.advertise("/clock", msg.CLOCK, CLOCK)
+        adv["tf"] = t.advertise("/tf", msg.TF_MESSAGE, TF)
+        adv["tf_static"] = t.advertise("/tf_static", msg.TF_MESSAGE, LATCHED)
+        adv["diagnostics"] = t.advertise("/diagnostics", msg.DIAGNOSTIC_ARRAY, DEFAULT)
+        adv["joint_states"] = t.advertise(self.topic("joint_states"), msg.JOINT_STATE, DEFAULT)
+        for k, model in enumerate(sim.models):
+            name = self.topic("robot_description") if k == 0 else self.topic(model.name, "robot_description")
+            adv[f"robot_description/{k}"] = t.advertise(name, msg.STRING, LATCHED)
+        for dev in sim.devices.values():
+            if not dev.enabled:
+                continue
+            if dev.name in self.merged:
+                topic = self.merged[dev.name][0]
+                if topic not in adv:
+                    adv[topic] = t.advertise(self.topic(topic), msg.IMU, SENSOR)
+            elif dev.kind in ("accelerometer", "gyro"):
+                adv[dev.name] = t.advertise(self.topic(dev.name), msg.IMU, SENSOR)
+            elif dev.kind == "force":
+                adv[dev.name] = t.advertise(self.topic(dev.name), msg.WRENCH_STAMPED, SENSOR)
+            elif dev.kind == "range":
+                adv[dev.name] = t.advertise(self.topic(dev.name), msg.LASER_SCAN, SENSOR)
+            elif dev.kind == "camera":
+                if dev.color:
+                    adv[dev.name + "/image_raw"] = t.advertise(self.topic(dev.name, "image_raw"), msg.IMAGE, SENSOR)
+                    adv[dev.name + "/camera_info"] = t.advertise(self.topic(dev.name, "camera_info"), msg.CAMERA_INFO, SENSOR)
+                if dev.depth:
+                    adv[dev.name + "/depth/image_raw"] = t.advertise(self.topic(dev.name, "depth/image_raw"), msg.IMAGE, SENSOR)
+                    adv[dev.name + "/depth/camera_info"] = t.advertise(self.topic(dev.name, "depth/camera_info"), msg.CAMERA_INFO, SENSOR)
+                    if dev.points:
+                        adv[dev.name + "/points"] = t.advertise(self.topic(dev.name, "points"), msg.POINT_CLOUD2, SENSOR)
+        # latched once: descriptions and the static TF tree
+        stamp = sim.t
+        for k, model in enumerate(sim.models):
+            t.publish(adv[f"robot_description/{k}"], msg.string(to_urdf(model)), msg.to_nanoseconds(stamp))
+        t.publish(adv["tf_static"], msg.tf_message([(stamp, p, c, T) for p, c, T in self.static]),
+                  msg.to_nanoseconds(stamp))
+        t.subscribe(self.topic("joint_commands"), msg.JOINT_STATE, self._on_joint_commands)
+        t.subscribe(self.topic("joint_efforts"), msg.FLOAT64_MULTI_ARRAY, self._on_joint_efforts)
+        self.on_step(sim)              # the initial state at t
+
+    def _report(self, error):
+        if error:
+            if len(self.errors) < 100:
+                self.errors.append(error)
+            self.log(error)
+
+    def _on_joint_commands(self, data):
+        cmd = msg.decode_joint_state(data)
+        self.submit(lambda: self._report(self.controller.command(cmd)))
+
+    def _on_joint_efforts(self, data):
+        values = msg.decode_float64_array(data)
+        self.submit(lambda: self._report(self.controller.efforts(values)))
+
+    # -- every step -------------------------------------------------------------------------
+    def on_step(self, sim):
+        """After a step: collect what is due (copies of the state, new readings) in the physics
+        thread, hand building and writing to publish_job; then set tau for the next step."""
+        t = sim.t
+        work = []
+        rates = self.rates
+        if rates["clock_rate"].due(t):
+            work.append(("clock", t))
+        if rates["joint_state_rate"].due(t):
+            work.append(("joint_states", t, sim.q[self.dof_q].copy(), sim.v[self.dof_v].copy(),
+                         sim.tau[self.dof_v].copy()))
+        if self.moving and rates["tf_rate"].due(t):
+            T = sim.link_transforms()
+            edges = []
+            for parent, child, parent_link, child_link in self.moving:
+                Tc = T[child_link]
+                edges.append((t, parent, child, Tc if parent_link is None else np.linalg.solve(T[parent_link], Tc)))
+            work.append(("tf", edges))
+        readings = sim.readings()
+        for name, r in readings.items():
+            if self._last.get(name) is not r:
+                self._last[name] = r
+                if name in self.merged:
+                    topic, acc, gyro = self.merged[name]
+                    if name == acc.name:         # both sample together: one Imu per instant
+                        work.append(("imu", topic, acc, gyro, r, readings.get(gyro.name)))
+                else:
+                    work.append(("reading", sim.devices[name], r))
+        if rates["diagnostics_rate"].due(t):
+            work.append(("diagnostics", t, self.runner_stats()))
+        if work:
+            self.publish_job(lambda: self._write(work))
+        self.controller.apply(sim)
+
+    def _send(self, key, data, stamp):
+        self.transport.publish(self.pubs[key], data, msg.to_nanoseconds(stamp))
+
+    def _write(self, work):
+        for item in work:
+            kind = item[0]
+            if kind == "clock":
+                self._send("clock", msg.clock(item[1]), item[1])
+            elif kind == "joint_states":
+                _, t, q, v, tau = item
+                self._send("joint_states", msg.joint_state(t, self.dof_names, q, v, tau), t)
+            elif kind == "tf":
+                self._send("tf", msg.tf_message(item[1]), item[1][0][0])
+            elif kind == "reading":
+                self._write_reading(item[1], item[2])
+            elif kind == "imu":
+                _, topic, acc, gyro, ra, rg = item
+                g = rg.values if rg is not None and abs(rg.stamp - ra.stamp) < 1e-9 else None
+                self._send(topic, msg.imu(ra.stamp, self.frame(acc.frame), accel=ra.values, gyro=g,
+                                          accel_variance=acc.variance, gyro_variance=gyro.variance), ra.stamp)
+            elif kind == "diagnostics":
+                self._send("diagnostics", msg.diagnostics(item[1], self._statuses(item[2])), item[1])
+
+    def _write_reading(self, dev, r):
+        frame, stamp = self.frame(r.frame), r.stamp
+        if dev.kind == "accelerometer":
+            self._send(dev.name, msg.imu(stamp, frame, accel=r.values, accel_variance=dev.variance), stamp)
+        elif dev.kind == "gyro":
+            self._send(dev.name, msg.imu(stamp, frame, gyro=r.values, gyro_variance=dev.variance), stamp)
+        elif dev.kind == "force":
+            self._send(dev.name, msg.wrench(stamp, frame, r.values), stamp)
+        elif dev.kind == "range":
+            self._send(dev.name, msg.laser_scan(stamp, frame, r.values, dev.angle_min, dev.angle_increment,
+                                                dev.angle_max, dev.range_min, dev.range_max, dev.scan_time), stamp)
+        elif dev.kind == "camera":
+            info = msg.camera_info(stamp, frame, dev.width, dev.height, dev.fx, dev.fy, dev.cx, dev.cy)
+            if r.values.color is not None:
+                self._send(dev.name + "/image_raw", msg.image(stamp, frame, r.values.color), stamp)
+                self._send(dev.name + "/camera_info", info, stamp)
+            if r.values.depth is not None:
+                self._send(dev.name + "/depth/image_raw", msg.image(stamp, frame, r.values.depth), stamp)
+                self._send(dev.name + "/depth/camera_info", info, stamp)
+                if dev.points:
+                    self._send(dev.name + "/points", msg.point_cloud(stamp, frame, r.values.depth, dev.fx, dev.fy,
+                                                                     dev.cx, dev.cy), stamp)
+
+    def _statuses(self, stats):
+        rtf_target = float(self.config.get("real_time_factor", 1.0))
+        rtf = stats.get("rtf_recent", stats.get("rtf"))
+        level = 0
+        message = "running"
+        if rtf is not None and rtf_target > 0 and rtf < 0.9 * rtf_target:
+            level, message = 1, f"slower than real time x{rtf_target:g}"
+        values = {k: f"{v:.4g}" if isinstance(v, float) else str(v) for k, v in stats.items()}
+        out = [("mbsim: simulation", level, message, values)]
+        for name, r in list(self._last.items()):
+            dev = self.sim.devices[name]
+            sat = getattr(r, "saturated", False)
+            out.append((f"mbsim: {name}", 1 if sat else 0, "saturated" if sat else "ok",
+                        {"kind": dev.kind, "rate": f"{dev.rate:g}", "stamp": f"{r.stamp:.6f}"}))
+        return out

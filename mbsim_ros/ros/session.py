@@ -1,0 +1,46 @@
+"""One run: configuration -> models -> Simulation with sensors -> Bridge on a transport ->
+Runner. Shared by `mbsim run` and the rclpy sim_node, so both behave the same."""
+from __future__ import annotations
+
+from .bridge import Bridge
+from .runner import AsyncPublisher, Runner
+from .world import DEFAULT_WORLD, hold_initial_pose, load_world, model_paths  # noqa: F401 (re-exported)
+
+
+def simulation(models, config):
+    from ..sensors import Simulation
+    return Simulation(models, dt=config["dt"], integrator=config["integrator"], contact=config["contact"],
+                      seed=config["seed"], sensors=config["sensors"])
+
+
+class Session:
+    """A simulation published on `transport`, paced by a Runner.
+
+    Publishing: paced runs hand messages to an AsyncPublisher thread (the physics never waits on
+    a transport; a full queue drops the oldest step's messages and counts them); runs at rtf 0
+    publish inline, so a bag recorded as fast as possible loses nothing."""
+
+    def __init__(self, sim, transport, config, log=None, progress=None, queue=256):
+        self.sim = sim
+        self.transport = transport
+        self.config = config
+        rtf = config["real_time_factor"]
+        self.publisher = AsyncPublisher(max_queue=queue) if rtf > 0 else None
+        self.runner = Runner(sim, rtf=rtf, policy=config["catch_up"], progress=progress)
+        self.bridge = Bridge(sim, transport, config, publish=self.publisher.submit if self.publisher else None,
+                             submit=self.runner.submit, log=log)
+        self.bridge.runner_stats = self.runner.stats
+        self.runner.on_step = self.bridge.on_step
+        self.bridge.start()
+
+    def run(self, duration=None):
+        return self.runner.run(duration)
+
+    def close(self):
+        """Flush what is queued, then close the transport (a bag writes its summary here)."""
+        if self.publisher is not None:
+            self.publisher.close()
+        self.transport.close()
+
+    def dropped(self):
+        return self.publisher.dropped if self.publisher is not None else 0
