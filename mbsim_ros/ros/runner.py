@@ -324,8 +324,9 @@ class Runner:
                 if remaining <= 0:
                     if paced:      # end when the wall clock reaches the sim time stepped to
                         end = ref + k * period
-                        if end - perf() > spin:
-                            sleep(end - perf() - spin)
+                        wait = end - perf()
+                        if wait > spin:
+                            sleep(wait - spin)
                         while perf() < end:
                             pass
                     return
