@@ -1,0 +1,97 @@
+"""`ros2 run mbsim_ros sim_node`: the rclpy Node. A thin layer: parameters -> the run
+configuration, topics through RclpyTransport, the physics in a Runner thread, services for
+reset / pause / step. Everything below it (Session, Bridge, Runner) is what `mbsim run` uses.
+
+Parameters (declared, with these defaults): model "", config "", dt 0.001, real_time_factor 1.0,
+catch_up "compensatory", seed 0, frame_prefix "", joint_state_rate 100.0, tf_rate 100.0,
+hold 2000.0. A parameter left at its default does not override the config file's value.
+Topic namespace: the node's namespace, or the first model's name when the node has none.
+"""
+from __future__ import annotations
+
+import sys
+
+from ..model import ConfigError, ModelError
+from .config import DEFAULTS, load_config
+
+PARAMETERS = ("model", "config", "dt", "real_time_factor", "catch_up", "seed", "frame_prefix",
+              "joint_state_rate", "tf_rate", "hold")
+PARAMETER_DEFAULTS = dict({k: DEFAULTS[k] for k in PARAMETERS if k in DEFAULTS}, config="")
+
+
+def config_from_parameters(values: dict, namespace: str) -> dict:
+    """The run configuration from the node's parameter values and namespace ("/" = none)."""
+    overrides = {k: v for k, v in values.items() if k != "config" and v != PARAMETER_DEFAULTS.get(k)}
+    ns = namespace.strip("/")
+    if ns:
+        overrides["namespace"] = ns.replace("/", "_")
+    return load_config(values.get("config") or None, overrides)
+
+
+def main(args=None):
+    import rclpy
+    from rclpy.node import Node
+    from std_srvs.srv import SetBool, Trigger
+
+    from .rclpy_transport import RclpyTransport
+    from .session import Session, load_world, simulation
+
+    rclpy.init(args=args)
+    node = Node("mbsim")
+    log = node.get_logger()
+    for name in PARAMETERS:
+        node.declare_parameter(name, PARAMETER_DEFAULTS[name])
+    try:
+        values = {name: node.get_parameter(name).value for name in PARAMETERS}
+        config = config_from_parameters(values, node.get_namespace())
+        models, notes = load_world(config)
+        for note in notes:
+            log.warning(note)
+        sim = simulation(models, config)
+    except (ConfigError, ModelError, OSError) as e:
+        log.error(str(e))
+        node.destroy_node()
+        rclpy.try_shutdown()
+        sys.exit(2)
+    session = Session(sim, RclpyTransport(node), config, log=log.warning)
+    runner = session.runner
+
+    def pause(request, response):
+        if request.data:
+            runner.pause()
+        else:
+            runner.resume()
+        response.success, response.message = True, "paused" if request.data else "running"
+        return response
+
+    def step(request, response):
+        response.success = runner.step_once(1, wait=True, timeout=5.0)
+        response.message = f"t = {sim.t:.6f} s"
+        return response
+
+    def reset(request, response):
+        runner.reset()
+        response.success, response.message = True, "reset to t = 0"
+        return response
+
+    node.create_service(SetBool, "pause", pause)
+    node.create_service(Trigger, "step", step)
+    node.create_service(Trigger, "reset", reset)
+    log.info(f"simulating {', '.join(m.name for m in models)} at real-time factor "
+             f"{config['real_time_factor']:g}; topics under {session.bridge.ns}")
+    runner.start()
+    try:
+        rclpy.spin(node)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        runner.stop()
+        runner.join(timeout=5.0)
+        session.close()
+        node.destroy_node()
+        rclpy.try_shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
