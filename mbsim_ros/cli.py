@@ -46,7 +46,14 @@ def cmd_run(args):
     t0 = time.perf_counter()
     sim = simulation(models, config)
     prepare = time.perf_counter() - t0
-    transports = [] if args.transport == "none" else [transport_for(args.transport)]
+    transports = []
+    if args.transport != "none":
+        try:
+            transports.append(transport_for(args.transport))
+        except ImportError as e:
+            if args.transport != "auto":
+                raise
+            print(f"note: no live topics ({e})", file=sys.stderr)
     if args.bag:
         transports.append(BagTransport(args.bag, compression=args.compression))
     if not transports:
