@@ -62,7 +62,7 @@ def cmd_run(args):
     steps = int(round(args.duration / sim.dt))
     rtf = config["real_time_factor"]
     print(f"simulating {', '.join(m.name for m in models)}: {sim.nv} DOF, {len(sim.devices)} sensors, "
-          f"dt = {sim.dt:g} s, {args.duration:g} s ({steps} steps) at real-time factor {rtf:g}"
+          f"dt = {sim.dt:g} s, contact {sim.contact}, {args.duration:g} s ({steps} steps) at real-time factor {rtf:g}"
           f"{' (as fast as possible)' if rtf == 0 else ''}; topics on {args.transport}"
           f"{', recorded to ' + args.bag if args.bag else ''}")
     bar = tqdm(total=steps, unit="step", disable=args.quiet, mininterval=0.5)
@@ -81,6 +81,9 @@ def cmd_run(args):
           f"real-time factor: {stats['rtf']:.2f}  overruns: {stats['overruns']}  lateness mean/p99/max: "
           f"{stats['lateness_mean_ms']:.3f}/{stats['lateness_p99_ms']:.3f}/{stats['lateness_max_ms']:.3f} ms  "
           f"(model compile and load {prepare:.2f} s)")
+    root = models[0].root_links[0]
+    position = sim.link_transforms()[root][:3, 3]
+    print(f"final position of {root}: [{' '.join(f'{x:.3f}' for x in position)}]; {len(sim.contacts())} contacts")
     dropped = session.dropped()
     print("messages per topic" + (f" ({dropped} steps of messages dropped: publishing fell behind)" if dropped else "") + ":")
     for topic, v in sorted(transport.stats().items()):

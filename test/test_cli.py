@@ -6,18 +6,19 @@ from mbsim_ros import cli
 
 
 def test_run_simulates_the_bundled_world_and_prints_a_summary(capsys):
-    assert cli.main(["run", "--duration", "1", "--quiet"]) == 0
+    assert cli.main(["run", "--duration", "1", "--quiet", "--transport", "none"]) == 0
     out = capsys.readouterr().out
     assert "simulating SR1, floor: 35 DOF" in out and "contact lcp" in out
     assert "steps: 1000  simulated: 1.000 s" in out
     # the humanoid, joints held, drops the 5 mm between its soles and the floor and stands
     z = float(out.split("final position of WAIST: [")[1].split("]")[0].split()[2])
     assert abs(z - (0.7135 - 0.005)) < 2e-3
-    assert int(out.split("; ")[-1].split()[0]) >= 8        # both feet flat: 4 corners each
+    assert int(out.split("final position of WAIST: [")[1].split("; ")[1].split()[0]) >= 8   # both feet flat: 4 corners each
+    assert "/SR1/joint_states" in out and "/SR1/WaistAccelSensor" in out      # messages per topic
 
 
 def test_run_without_contact_falls_freely(capsys):
-    assert cli.main(["run", "--duration", "0.1", "--quiet", "--contact", "none"]) == 0
+    assert cli.main(["run", "--duration", "0.1", "--quiet", "--contact", "none", "--transport", "none", "--rtf", "0"]) == 0
     out = capsys.readouterr().out
     z = float(out.split("final position of WAIST: [")[1].split("]")[0].split()[2])
     assert abs(z - (0.7135 - 9.80665 * 1e-6 * 100 * 101 / 2)) < 1e-3
