@@ -237,3 +237,57 @@ def test_config_sim_yaml_documents_every_setting_at_its_default():
     assert load_config(REPO / "config" / "sim.yaml") == DEFAULTS
     for key in DEFAULTS:
         assert f"\n{key}:" in "\n" + text
+
+
+class Capture:
+    """A transport that keeps what is published: {topic: [decoded message]}."""
+
+    def __init__(self):
+        from mbsim_ros.ros.transport import NullTransport
+        self.inner = NullTransport()
+        self.got = defaultdict(list)
+
+    def advertise(self, topic, typename, qos=None):
+        h = self.inner.advertise(topic, typename, qos) if qos else self.inner.advertise(topic, typename)
+        return h
+
+    def publish(self, handle, data, stamp_ns=0):
+        self.got[handle.topic].append(msg.decode(data, handle.typename))
+
+    def subscribe(self, *args, **kw):
+        return self.inner.subscribe(*args, **kw)
+
+
+def test_merge_imu_and_frame_prefix():
+    import mbsim_ros as mb
+    from mbsim_ros.model import Joint, Link, Model, Sensor
+    from mbsim_ros.ros.bridge import Bridge
+    m = Model("bot")
+    m.add_link(Link("base", 1.0, [0, 0, -0.3], np.eye(3) * 0.01))
+    m.add_joint(Joint("hinge", "revolute", None, "base", axis=(1, 0, 0), v0=[0.5]))
+    m.sensors += [Sensor("acc", "accelerometer", "base"), Sensor("gyro", "gyro", "base")]
+    m.finalize()
+    sim = mb.Simulation(m)
+    cap = Capture()
+    bridge = Bridge(sim, cap, load_config(None, {"merge_imu": True, "frame_prefix": "r1/"}))
+    bridge.start()
+    for _ in range(5):
+        sim.step()
+        bridge.on_step(sim)
+    assert "/bot/acc" not in cap.got and "/bot/gyro" not in cap.got
+    imus = cap.got["/bot/base_imu"]
+    assert len(imus) == 5
+    last = imus[-1]
+    r = sim.readings()
+    np.testing.assert_allclose([last.angular_velocity.x, last.angular_velocity.y, last.angular_velocity.z],
+                               r["gyro"].values)
+    np.testing.assert_allclose([last.linear_acceleration.x, last.linear_acceleration.y,
+                                last.linear_acceleration.z], r["acc"].values)
+    assert last.header.frame_id == "r1/acc" and last.orientation_covariance[0] == -1
+    assert last.angular_velocity_covariance[0] != -1
+    frames = {t.child_frame_id for t in cap.got["/tf_static"][0].transforms}
+    assert {"r1/acc", "r1/gyro"} <= frames
+    moving = cap.got["/tf"][-1].transforms
+    assert [(t.header.frame_id, t.child_frame_id) for t in moving] == [("world", "r1/base")]
+    (js,) = cap.got["/bot/joint_states"][:1]
+    assert list(js.name) == ["hinge"]
