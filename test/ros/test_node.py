@@ -2,7 +2,6 @@
 joint_states and a latched robot_description, and answers its services."""
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
