@@ -20,7 +20,8 @@ import warnings
 def run(seconds, rtf, bag_dir):
     from mbsim_ros.ros.bag import BagTransport
     from mbsim_ros.ros.config import load_config
-    from mbsim_ros.ros.session import Session, load_world, simulation
+    from mbsim_ros.ros.session import Session, simulation
+    from mbsim_ros.ros.world import load_world
     config = load_config(None, {"real_time_factor": rtf, "joint_state_rate": 1000.0})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -13,25 +13,18 @@ import argparse
 import os
 import sys
 import time
-import warnings
 
 from .model import ConfigError, ModelError, SimulationError
 from .ros.world import DEFAULT_WORLD, hold_initial_pose  # noqa: F401 (the bundled world, used by tests and bench)
-
-
-def _load(paths, floating_base):
-    from .formats import load_model
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        models = [load_model(p, floating_base=floating_base) for p in paths]
-    return models, [str(w.message) for w in caught]
+from .ros.world import load_models as _load
 
 
 def cmd_run(args):
     from tqdm import tqdm
     from .ros.bag import BagTransport
     from .ros.config import load_config
-    from .ros.session import Session, load_world, simulation
+    from .ros.session import Session, simulation
+    from .ros.world import load_world
     from .ros.transport import FanoutTransport, transport_for
 
     overrides = dict(model=",".join(args.models) or None, dt=args.dt, integrator=args.integrator,

@@ -34,7 +34,8 @@ def main(args=None):
     from std_srvs.srv import SetBool, Trigger
 
     from .rclpy_transport import RclpyTransport
-    from .session import Session, load_world, simulation
+    from .session import Session, simulation
+    from .world import load_world
 
     rclpy.init(args=args)
     node = Node("mbsim")

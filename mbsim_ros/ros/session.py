@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from .bridge import Bridge
 from .runner import AsyncPublisher, Runner
-from .world import DEFAULT_WORLD, hold_initial_pose, load_world, model_paths  # noqa: F401 (re-exported)
 
 
 def simulation(models, config):

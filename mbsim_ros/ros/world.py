@@ -17,15 +17,21 @@ def model_paths(config):
     return paths or DEFAULT_WORLD
 
 
-def load_world(config):
-    """(models, notes): the configured models, with joints held by springs when hold > 0."""
+def load_models(paths, floating_base=False):
+    """(models, notes): the model files loaded, their loaders' warnings as notes to print."""
     from ..formats import load_model
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        models = [load_model(p, floating_base=config["floating_base"]) for p in model_paths(config)]
+        models = [load_model(p, floating_base=floating_base) for p in paths]
+    return models, [str(w.message) for w in caught]
+
+
+def load_world(config):
+    """(models, notes): the configured models, with joints held by springs when hold > 0."""
+    models, notes = load_models(model_paths(config), config["floating_base"])
     if config["hold"] > 0:
         hold_initial_pose(models, config["hold"])
-    return models, [str(w.message) for w in caught]
+    return models, notes
 
 
 def hold_initial_pose(models, stiffness):

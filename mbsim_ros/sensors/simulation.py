@@ -160,15 +160,6 @@ class Simulation(dynamics.Simulation):
                        np.zeros((0, 2), np.int64), np.zeros((0, 3)), np.zeros((0, 3)))
         return {d.name: self._kin_out[k, :3 if d.kind != "force" else 6].copy() for k, d in enumerate(self._kin)}
 
-    def sensor_world_pose(self, device):
-        """4x4 world pose of a sensor's frame at the current state."""
-        c, d = self.compiled, self._pose_data
-        kernels.kinematics_kernel(c.tf, c.ti, self._pose_df, self._q, self._v)
-        li = self._link_index(device)
-        T = np.eye(4)
-        T[:3, :3], T[:3, 3] = d.link_R[li], d.link_p[li]
-        return T @ device.sensor.pose
-
     @property
     def scene(self):
         """The render Scene of all models (built on first use), posed at the current state."""
@@ -181,10 +172,10 @@ class Simulation(dynamics.Simulation):
         return self._scene
 
     def _sense_optical(self, devices, stamp):
-        from ..render import cast_rays, render
-        scene = self.scene
+        from ..render import cast_rays, render, sensor_pose
+        scene = self.scene                       # posed once at the current state
         for dev in devices:
-            T = self.sensor_world_pose(dev)
+            T = sensor_pose(scene, dev.sensor)
             if dev.kind == "range":
                 n = len(dev.angles)
                 origins = np.broadcast_to(T[:3, 3], (n, 3)).copy()
