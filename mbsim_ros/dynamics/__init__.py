@@ -6,6 +6,7 @@ with kernel_cache("dynamics"):   # every kernel module is imported here, under t
     from .api import (center_of_mass, forward_dynamics, frame_jacobian, integrate, inverse_dynamics,
                       link_accelerations, link_transforms, link_velocities, mass_matrix)
     from .compiled import compile_models
+    from . import functions  # noqa: F401  (imported under the cache, for the kernels that call it)
     from .simulation import Simulation
 
 __all__ = ["Simulation", "center_of_mass", "compile_models", "forward_dynamics", "frame_jacobian",

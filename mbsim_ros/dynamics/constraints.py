@@ -192,8 +192,7 @@ class ConstraintSet:
                         raise ModelError(f"joint {joint.name!r}: lower limit {joint.lower[bad[0]]} is above "
                                          f"the upper limit {joint.upper[bad[0]]}")
                 vlim[sl], elim[sl] = joint.velocity_limit, joint.effort_limit
-                if joint.locked:
-                    locked[sl] = 1
+                locked[sl] = joint.locked_dofs
             v_off += model.nv
         self.loops = [lc for model in models for lc in model.constraints]
         nloop = len(self.loops)

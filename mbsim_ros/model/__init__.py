@@ -2,7 +2,11 @@
 from .errors import ConfigError, ModelError, SimulationError
 from .model import (JOINT_TYPES, SHAPE_KINDS, Frame, Joint, Link, LoopConstraint, Model, Sensor,
                     Shape, neutral_q, sensor_ros_frames)
+from .elements import (Actuator, BodyLoad, Bushing, CoordinateCoupler, CoordinateLimitForce, Function, Motor,
+                       RotarySpringDamper, SpringDamper, TransformAxis)
 from . import transforms
 
 __all__ = ["ConfigError", "ModelError", "SimulationError", "JOINT_TYPES", "SHAPE_KINDS", "Frame", "Joint", "Link",
-           "LoopConstraint", "Model", "Sensor", "Shape", "neutral_q", "sensor_ros_frames", "transforms"]
+           "LoopConstraint", "Model", "Sensor", "Shape", "neutral_q", "sensor_ros_frames", "transforms",
+           "Actuator", "BodyLoad", "Bushing", "CoordinateCoupler", "CoordinateLimitForce", "Function", "Motor",
+           "RotarySpringDamper", "SpringDamper", "TransformAxis"]

@@ -4,8 +4,9 @@ The Model is plain data (dataclasses over numpy arrays). It holds no algorithm b
 bookkeeping: tree order, coordinate indices, name lookup and the initial state.
 
 Frames: each joint has a fixed `origin` (4x4) from its parent link's frame to the joint
-frame; the joint's motion J(q) follows, and the result is the child link's frame:
-    T_child = T_parent @ origin @ J(q)
+frame; the joint's motion J(q) follows, then the inverse of `child_pose` (the joint's
+child-side frame in the child link's frame, identity unless the format has one, as OpenSim):
+    T_child = T_parent @ origin @ J(q) @ inv(child_pose)
 Link inertias, shapes, frames and sensor mounts are all expressed in their link's frame.
 """
 from __future__ import annotations
@@ -30,6 +31,7 @@ JOINT_TYPES = {
     "planar": (3, 3),         # translation q0, q1 along Joint.plane_axes(), then rotation q2 about `axis` (the normal)
     "translational": (3, 3),  # translation (q0, q1, q2) along the joint frame's x, y, z
     "free": (7, 6),           # position + quaternion (x, y, z, w); v = (linear, angular) in the child frame
+    "custom": (None, None),   # OpenSim's CustomJoint: Joint.transform_axes, one q per entry of Joint.dof_names
 }
 
 SHAPE_KINDS = ("box", "sphere", "cylinder", "capsule", "cone", "plane", "mesh")
@@ -106,6 +108,12 @@ class Link:
 class Joint:
     """A joint connecting `parent` (a link name, or None for the world) to `child`.
 
+    `dof_names` (optional, one per DOF) names the DOFs in Model.dof_names; a custom joint
+    needs it (its coordinates) and gets nq = nv = len(dof_names), q = v integrated; its motion
+    is `transform_axes` (6 TransformAxis: rotations body-fixed in order, then translations in
+    the parent-side frame): J(q) = [R(a1, f1) R(a2, f2) R(a3, f3), f4 t1 + f5 t2 + f6 t3].
+    `locked` is one bool for the joint or one per DOF.
+
     Per-DOF arrays (lower, upper, velocity_limit, effort_limit, damping, stiffness,
     rest_position, friction, rotor_inertia, gear_ratio) have length nv; missing limits are
     +-inf. `q0`/`v0` are the initial position and velocity (length nq and nv).
@@ -132,7 +140,10 @@ class Joint:
     q0: Optional[np.ndarray] = None
     v0: Optional[np.ndarray] = None
     params: dict = field(default_factory=dict)   # the source format's raw fields, by their names
-    locked: bool = False          # held at its initial position by the constraint solver
+    locked: object = False        # held at its initial position by the constraint solver (bool, or one per DOF)
+    child_pose: np.ndarray = field(default_factory=lambda: np.eye(4))
+    dof_names: Optional[list] = None
+    transform_axes: Optional[list] = None     # custom joints: 6 TransformAxis
     # filled by Model.finalize()
     q_index: int = -1
     v_index: int = -1
@@ -141,6 +152,15 @@ class Joint:
         if self.type not in JOINT_TYPES:
             raise ModelError(f"joint {self.name!r}: type {self.type!r} is not one of {', '.join(JOINT_TYPES)}")
         self.origin = np.asarray(self.origin, dtype=float).reshape(4, 4)
+        self.child_pose = np.asarray(self.child_pose, dtype=float).reshape(4, 4)
+        if self.type == "custom":
+            if not self.dof_names or self.transform_axes is None or len(self.transform_axes) != 6:
+                raise ModelError(f"joint {self.name!r}: a custom joint needs dof_names (its coordinates) "
+                                 "and six transform_axes (three rotations, three translations)")
+            for ta in self.transform_axes:
+                if not -1 <= ta.coordinate < len(self.dof_names):
+                    raise ModelError(f"joint {self.name!r}: transform axis coordinate {ta.coordinate} is not "
+                                     f"one of its {len(self.dof_names)} coordinates")
         self.axis = _unit(self.axis, f"joint {self.name!r} axis")
         self.axis2 = (_unit(self.axis2, f"joint {self.name!r} axis2") if self.type == "universal"
                       else np.asarray(self.axis2, dtype=float))
@@ -171,7 +191,7 @@ class Joint:
         self.friction = per_dof(self.friction, 0.0)
         self.rotor_inertia = per_dof(self.rotor_inertia, 0.0)
         self.gear_ratio = per_dof(self.gear_ratio, 1.0)
-        self.q0 = neutral_q(self.type) if self.q0 is None else _vec(self.q0, nq, f"joint {self.name!r} q0")
+        self.q0 = neutral_q(self) if self.q0 is None else _vec(self.q0, nq, f"joint {self.name!r} q0")
         if self.type in ("ball", "free"):
             quat = self.q0[-4:]
             norm = np.linalg.norm(quat)
@@ -179,14 +199,26 @@ class Joint:
                 raise ModelError(f"joint {self.name!r}: initial quaternion {quat} is not a rotation")
             self.q0[-4:] = quat / norm
         self.v0 = np.zeros(nv) if self.v0 is None else _vec(self.v0, nv, f"joint {self.name!r} v0")
+        if self.dof_names is not None:
+            self.dof_names = [str(n) for n in self.dof_names]
+            if len(self.dof_names) != nv:
+                raise ModelError(f"joint {self.name!r}: {len(self.dof_names)} dof_names for {nv} DOFs")
+        locked = np.asarray(self.locked, dtype=bool).reshape(-1)
+        if locked.size not in (1, nv):
+            raise ModelError(f"joint {self.name!r}: locked must be one bool or {nv}, got {locked.size}")
+
+    @property
+    def locked_dofs(self) -> np.ndarray:
+        """Which DOFs are locked (bool per DOF)."""
+        return np.broadcast_to(np.asarray(self.locked, dtype=bool).reshape(-1), (self.nv,)).copy()
 
     @property
     def nq(self) -> int:
-        return JOINT_TYPES[self.type][0]
+        return len(self.dof_names) if self.type == "custom" else JOINT_TYPES[self.type][0]
 
     @property
     def nv(self) -> int:
-        return JOINT_TYPES[self.type][1]
+        return len(self.dof_names) if self.type == "custom" else JOINT_TYPES[self.type][1]
 
     def plane_axes(self):
         """A planar joint's in-plane translation axes (x_p, y_p), with x_p cross y_p = axis.
@@ -214,6 +246,8 @@ def _unit(x, what):
 
 def neutral_q(joint_type: str) -> np.ndarray:
     """Zero configuration: identity quaternions for ball and free joints, zeros elsewhere."""
+    if isinstance(joint_type, Joint):
+        return neutral_q(joint_type.type) if joint_type.type != "custom" else np.zeros(joint_type.nq)
     nq = JOINT_TYPES[joint_type][0]
     q = np.zeros(nq)
     if joint_type in ("ball", "free"):
@@ -295,6 +329,16 @@ class Model:
         self.frames: list[Frame] = []
         self.sensors: list[Sensor] = []
         self.constraints: list[LoopConstraint] = []
+        # elements.py: passive force elements (SpringDamper, RotarySpringDamper, Bushing,
+        # CoordinateLimitForce), actuators, body loads, motors, coordinate couplers
+        self.forces: list = []
+        self.actuators: list = []
+        self.loads: list = []
+        self.motors: list = []
+        self.couplers: list = []
+        # what the loader read, for `mbsim info`: (section, name, what), e.g.
+        # ("joint", "knee_r", "CustomJoint -> custom"), ("force", "soleus_r", "Millard2012EquilibriumMuscle: not simulated")
+        self.report: list = []
         self.self_collision = False           # whether this model's moving links collide with each other
         self.contact_method: Optional[str] = None   # "lcp" or "penalty" when the file asks for one
         self.source: Optional[str] = None     # the file it was loaded from
@@ -392,11 +436,14 @@ class Model:
 
     @property
     def dof_names(self) -> list[str]:
-        """One name per velocity DOF: the joint's name for one-DOF joints, else name_k."""
+        """One name per velocity DOF: the joint's dof_names when given, else the joint's name for
+    one-DOF joints and name_k for the others."""
         self._check()
         names = []
         for j in self.joints:
-            if j.nv == 1:
+            if j.dof_names is not None:
+                names.extend(j.dof_names)
+            elif j.nv == 1:
                 names.append(j.name)
             else:
                 names.extend(f"{j.name}_{k}" for k in range(j.nv))
@@ -443,7 +490,7 @@ class Model:
 
     def neutral_q(self) -> np.ndarray:
         self._check()
-        return np.concatenate([neutral_q(j.type) for j in self.joints]) if self.joints else np.zeros(0)
+        return np.concatenate([neutral_q(j) for j in self.joints]) if self.joints else np.zeros(0)
 
     def __repr__(self):
         return (f"Model({self.name!r}: {len(self.links)} links, {len(self.joints)} joints, "
