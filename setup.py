@@ -45,7 +45,8 @@ setup(
     ],
     extras_require={
         # ground truth and peers for tests and bench/, never needed at run time
-        "test": ["pytest>=7", "pin>=3.0", "mujoco>=3.0", "mcap-ros2-support>=0.5"],
+        "test": ["pytest>=7", "pin>=3.0", "mujoco>=3.0", "mcap-ros2-support>=0.5",
+                 "opensim>=4.5; platform_machine == 'x86_64'"],   # ground truth for .osim
         "bench": ["pin>=3.0", "mujoco>=3.0", "dartpy>=6.13"],
     },
     zip_safe=True,
