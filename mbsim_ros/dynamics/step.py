@@ -48,6 +48,24 @@ def _free_joints_translate_straight(t, d, q, v, dt):
 
 
 @kernel
+def _see_free_joint_translation(t, d, s, row0, m, dt):
+    """Targets of rows row0..m-1 (loops, motors, couplers) less what the free joints' straight
+    translation adds beyond v+ (dt w x v_lin at the step's start, _free_joints_translate_straight),
+    so that their constraints hold for the positions the step really reaches; otherwise a loop
+    on a spinning free body would lag by dt^2 |w x v| / joint_erp."""
+    for i in range(t.parent.shape[0]):
+        if t.jtype[i] != FREE:
+            continue
+        iv = t.iv[i]
+        v0, w0 = d.v_prev[iv:iv + 3], d.v_prev[iv + 3:iv + 6]
+        x0 = dt * (w0[1] * v0[2] - w0[2] * v0[1])
+        x1 = dt * (w0[2] * v0[0] - w0[0] * v0[2])
+        x2 = dt * (w0[0] * v0[1] - w0[1] * v0[0])
+        for k in range(row0, m):
+            s.b[k] -= s.J[k, iv] * x0 + s.J[k, iv + 1] * x1 + s.J[k, iv + 2] * x2
+
+
+@kernel
 def _contacts_and_applied(t, d, g, c, s, r, opt, fe, q, v, tau, time):
     """Kinematics at (q, v), contacts, penalty forces into fext, tau clamped to the effort
     limits into s.tau_applied, then the force elements at `time` (body forces into fext,
@@ -96,6 +114,8 @@ def _step_semi_implicit_euler(t, d, g, c, r, s, opt, fe, q, v, tau, t0, dt, nste
         for k in range(nloop):
             m = _loop_rows(t, d, r, s, k, m, s.scratch, opt.joint_erp, dt)
         m = drive_rows(t, d, s, fe, q, v, m, time, opt.joint_erp, dt)
+        if m > loop0:
+            _see_free_joint_translation(t, d, s, loop0, m, dt)
         s.stats[STAT_ROWS] = m
         if m > 0:
             _warm_start(s, c, ncontact, m)
