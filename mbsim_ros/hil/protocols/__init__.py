@@ -100,11 +100,12 @@ def check_type(sensor, types, protocol, where):
                             f"but sensor {sensor.name} is a {sensor.type} sensor")
 
 
-from . import csv  # noqa: E402  (the modules import the names above)
+from . import csv, scip2  # noqa: E402  (the modules import the names above)
 
-PROTOCOLS = {"csv": (csv.CsvParser, csv.CsvEncoder)}
+PROTOCOLS = {"csv": (csv.CsvParser, csv.CsvEncoder),
+             "scip2": (scip2.Scip2Parser, scip2.Scip2Encoder)}
 # Every protocol's own option keys; a key of another protocol is an error, any other key is the runtime's.
-OPTIONS = {"csv": csv.OPTIONS}
+OPTIONS = {"csv": csv.OPTIONS, "scip2": scip2.OPTIONS}
 
 
 def _options(options, sensor, where):
