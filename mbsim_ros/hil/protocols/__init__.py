@@ -100,12 +100,13 @@ def check_type(sensor, types, protocol, where):
                             f"but sensor {sensor.name} is a {sensor.type} sensor")
 
 
-from . import csv, scip2  # noqa: E402  (the modules import the names above)
+from . import csv, scip2, xsens  # noqa: E402  (the modules import the names above)
 
 PROTOCOLS = {"csv": (csv.CsvParser, csv.CsvEncoder),
-             "scip2": (scip2.Scip2Parser, scip2.Scip2Encoder)}
+             "scip2": (scip2.Scip2Parser, scip2.Scip2Encoder),
+             "xsens": (xsens.XsensParser, xsens.XsensEncoder)}
 # Every protocol's own option keys; a key of another protocol is an error, any other key is the runtime's.
-OPTIONS = {"csv": csv.OPTIONS, "scip2": scip2.OPTIONS}
+OPTIONS = {"csv": csv.OPTIONS, "scip2": scip2.OPTIONS, "xsens": xsens.OPTIONS}
 
 
 def _options(options, sensor, where):
