@@ -36,10 +36,20 @@ class Session:
         return self.runner.run(duration)
 
     def close(self):
-        """Flush what is queued, then close the transport (a bag writes its summary here)."""
+        """Close the serial ports (hardware in the loop), flush what is queued, then close the
+        transport (a bag writes its summary here)."""
+        self.bridge.close()
         if self.publisher is not None:
             self.publisher.close()
         self.transport.close()
+
+    def set_source(self, sensor: str, source: str) -> str:
+        """Put sensor's real device ("real") or the simulation ("sim") on its topic (a sensor
+        with a devices: entry); returns what the topic now carries. ValueError for a sensor
+        without a real device or an unknown source."""
+        if self.bridge.hil is None:
+            raise ValueError("set_source: the configuration has no devices: section")
+        return self.bridge.hil.set_source(sensor, source)
 
     def dropped(self):
         return self.publisher.dropped if self.publisher is not None else 0

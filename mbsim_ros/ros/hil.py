@@ -1,0 +1,214 @@
+"""Hardware in the loop on the ROS side of one run: the `devices:`, `emulate:` and `commands:`
+sections of the configuration (config/hil.yaml) turned into real devices on the simulated
+sensors' topics, emulated devices on serial ports and joint commands from serial ports.
+
+Topics: a sensor with a devices: entry keeps its topic, frame and message type (NS/<sensor>),
+which carries the real device's values (source serial or ros) or the simulation's (source
+sim, or on_fault sim while the device is down); the simulated value always goes to
+NS/<sensor>/sim as well. Such a sensor is not merged into a link's Imu (merge_imu).
+Source ros: the real driver's topic (the sensor's message type: Imu, WrenchStamped, LaserScan)
+is subscribed through the run's transport (rclpy or DDS; a bag or "none" has no inputs).
+/diagnostics: one status per device ("mbsim: device <sensor>"), per emulated sensor
+("mbsim: emulate <sensor>") and per command port ("mbsim: commands <port>"); keys in status().
+Switching at run time: set_source(sensor, "real" | "sim") (the sim_node's NS/<sensor>/set_source
+service, std_srvs/SetBool: true = the real device, false = the simulation).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..hil.config import check_port
+from ..hil.sources import DeviceSource, SimClock
+from ..model import ConfigError
+from . import messages as msg
+from .qos import SENSOR
+
+SWAPPABLE = ("accelerometer", "gyro", "force", "range")
+MESSAGE_TYPES = {"accelerometer": msg.IMU, "gyro": msg.IMU, "force": msg.WRENCH_STAMPED, "range": msg.LASER_SCAN}
+LEVEL = {"ok": 0, "stale": 1, "down": 2}
+
+
+def _sections(config):
+    commands = config.get("commands") or []
+    return (config.get("devices") or {}, config.get("emulate") or {},
+            commands if isinstance(commands, list) else [commands])
+
+
+def configured(config) -> bool:
+    """Whether the configuration uses any hardware in the loop."""
+    return any(_sections(config))
+
+
+def _sensor_device(sim, name, where, what):
+    devices = sim.devices
+    if name not in devices:
+        raise ConfigError(f"{where}: unknown sensor {name!r}; the models have {', '.join(sorted(devices)) or 'no sensors'}")
+    dev = devices[name]
+    if dev.kind not in SWAPPABLE:
+        raise ConfigError(f"{where}: {name} is a {dev.kind} sensor; {what} supports {', '.join(SWAPPABLE)} sensors")
+    if not dev.enabled:
+        raise ConfigError(f"{where}: sensor {name} is disabled (sensors.{name}.enabled: false); its sample instants "
+                          "come from the simulated sensor, enable it")
+    return dev
+
+
+def channels(dev) -> int:
+    return len(dev.angles) if dev.kind == "range" else {"accelerometer": 3, "gyro": 3, "force": 6}[dev.kind]
+
+
+class Hil:
+    """The devices, emulators and command readers of one run, for a Bridge.
+
+    bridge: the Bridge (dof names, topic names, the joint command path, submit and log).
+    Building checks everything the world decides (sensor and joint names, each protocol's
+    options, that each port exists) and raises ConfigError; start() opens the ports."""
+
+    def __init__(self, sim, config, bridge):
+        from ..hil.commands import CommandReader
+        from ..hil.emulate import Emulator
+        from ..hil.serial_device import SerialDevice
+        self.sim = sim
+        self.bridge = bridge
+        self.log = bridge.log
+        self.clock = SimClock(sim.t)
+        devices, emulate, commands = _sections(config)
+        self.sources = {}                # sensor name -> DeviceSource
+        self.serial = []                 # SerialDevice
+        self.ros_inputs = []             # (DeviceSource, Device)
+        self.emulators = {}              # sensor name -> Emulator
+        self.readers = []                # CommandReader
+        self._subscriptions = []
+        try:
+            for name, options in devices.items():
+                where = f"devices.{name}"
+                dev = _sensor_device(sim, name, where, "devices:")
+                serial = options.get("port") is not None
+                if serial:
+                    check_port(options["port"], f"{where}.port")
+                src = DeviceSource(name, dev.kind, channels(dev), dev.rate, options, self.clock, log=self.log,
+                                   connected=not serial)
+                self.sources[name] = src
+                if serial:
+                    self.serial.append(SerialDevice(src, dev.sensor, log=self.log, where=where))
+                else:
+                    self.ros_inputs.append((src, dev))
+            for name, options in emulate.items():
+                where = f"emulate.{name}"
+                dev = _sensor_device(sim, name, where, "emulate:")
+                check_port(options["port"], f"{where}.port")
+                self.emulators[name] = Emulator(dev.sensor, options, log=self.log)
+            for k, options in enumerate(commands):
+                where = "commands" if len(commands) == 1 else f"commands[{k}]"
+                check_port(options["port"], f"{where}.port")
+                self.readers.append(CommandReader(options, bridge.dof_names, self._command, log=self.log, where=where))
+        except BaseException:
+            self.close()
+            raise
+
+    # -- start / stop -------------------------------------------------------------------------
+    def start(self, transport):
+        """Open every port (their threads retry until the devices answer) and subscribe to the
+        real drivers' topics."""
+        for src, dev in self.ros_inputs:
+            self._subscriptions.append(transport.subscribe(src.device, MESSAGE_TYPES[dev.kind],
+                                                           self._ros_callback(src, dev), SENSOR))
+            if transport.kind not in ("rclpy", "dds", "fanout"):
+                self.log(f"{src.name}: source ros reads {src.device}, but the {transport.kind} transport receives "
+                         "nothing; the device stays stale")
+        for part in (*self.serial, *self.emulators.values(), *self.readers):
+            part.start()
+
+    def close(self):
+        for part in (*self.serial, *self.emulators.values(), *self.readers):
+            part.close()
+
+    # -- inputs -------------------------------------------------------------------------------
+    def _ros_callback(self, src, dev):
+        kind, typename = dev.kind, MESSAGE_TYPES[dev.kind]
+
+        def on_message(data):
+            try:
+                m = msg.decode(data, typename)
+            except Exception as e:     # a malformed message: a fault, not the end of the receive thread
+                src.fault("bad_message", f"{src.name}: {src.device}: undecodable {typename}: {e}")
+                return
+            if kind == "accelerometer":
+                v = m.linear_acceleration
+                values = (v.x, v.y, v.z)
+            elif kind == "gyro":
+                v = m.angular_velocity
+                values = (v.x, v.y, v.z)
+            elif kind == "force":
+                f, t = m.wrench.force, m.wrench.torque
+                values = (f.x, f.y, f.z, t.x, t.y, t.z)
+            else:
+                values = np.asarray(m.ranges, dtype=np.float64)
+            src.push(values, msg.stamp_seconds(m.header.stamp))
+        return on_message
+
+    def _command(self, names, mode, values):
+        """A joint command from a serial port (reader thread) -> the bridge's command path."""
+        empty = np.zeros(0)
+        cmd = msg.JointCommand(0.0, list(names), values if mode == "position" else empty,
+                               values if mode == "velocity" else empty, values if mode == "effort" else empty)
+        bridge = self.bridge
+        bridge.submit(lambda: bridge._report(bridge.controller.command(cmd)))
+
+    # -- the physics thread -------------------------------------------------------------------
+    def real_value(self, name, reading, t):
+        """What sensor `name`'s topic carries for the new simulated `reading` (None: nothing)."""
+        return self.sources[name].take(reading.stamp, t, reading.values)
+
+    # -- any thread ---------------------------------------------------------------------------
+    def set_source(self, name: str, source: str) -> str:
+        """Put the real device ("real", "serial" or "ros") or the simulation ("sim") on sensor
+        `name`'s topic; returns what the topic now carries. ValueError for an unknown sensor or
+        source (the caller answers the request with it)."""
+        src = self.sources.get(name)
+        if src is None:
+            raise ValueError(f"set_source: {name!r} has no real device; devices: lists "
+                             f"{', '.join(self.sources) or 'none'}")
+        if source not in ("real", "sim", "serial", "ros"):
+            raise ValueError(f"set_source: source must be real or sim, got {source!r}")
+        text = src.set_source(source)
+        self.log(text)
+        return text
+
+    def statuses(self):
+        """(name, level, message, {key: value}) for /diagnostics."""
+        out = []
+        for name, src in self.sources.items():
+            s = src.stats()
+            values = {"source": s["source"], "device": s["device"], "protocol": src.options.get("protocol") or "ros",
+                      "state": s["state"], "received": s["received"], "used": s["used"],
+                      "published": s["published"], "superseded": s["superseded"],
+                      "age_ms": "none" if not np.isfinite(s["age"]) else f"{1e3 * s['age']:.3g}",
+                      "on_fault": src.on_fault}
+            for kind, count in sorted(s["faults"].items()):
+                values[f"fault_{kind}"] = count
+            values["last_fault"] = s["last_fault"] or ""
+            values["residual_samples"] = s["residual_samples"]
+            if s["residual_samples"]:
+                values["residual_mean"] = _numbers(s["residual_mean"])
+                values["residual_rms"] = _numbers(s["residual_rms"])
+            message = f"{s['state']}: {s['reason']}; topic: {'real device' if src.use_real else 'simulation'}"
+            out.append((f"mbsim: device {name}", LEVEL[s["state"]], message, values))
+        for name, em in self.emulators.items():
+            s = em.stats()
+            values = {k: v for k, v in s.items() if k != "faults"}
+            values.update({f"fault_{k}": v for k, v in sorted(s["faults"].items())})
+            values["last_fault"] = s["last_fault"] or ""
+            out.append((f"mbsim: emulate {name}", 0 if s["connected"] else 2,
+                        f"writing {s['protocol']} to {s['port']}" if s["connected"] else f"{s['port']} not open", values))
+        for reader in self.readers:
+            s = reader.stats()
+            values = {k: v for k, v in s.items() if k != "faults"}
+            values.update({f"fault_{k}": v for k, v in sorted(s["faults"].items())})
+            values["last_fault"] = s["last_fault"] or ""
+            out.append((f"mbsim: commands {s['port']}", 0 if s["connected"] else 2,
+                        f"{s['commands']} commands ({s['mode']})" if s["connected"] else f"{s['port']} not open", values))
+        return out
+
+
+def _numbers(x):
+    return " ".join(f"{v:.4g}" for v in np.atleast_1d(x))
