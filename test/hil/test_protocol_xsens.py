@@ -182,6 +182,18 @@ def test_burst_garbage_checksum_and_gaps():
     assert not p.faults
 
 
+def test_message_ending_in_a_preamble_byte():
+    """A checksum of 0xFA at the end of a feed is part of its message, not a next preamble."""
+    counter = next(c for c in range(1000) if mtdata2(c, 0, (1, 2, 3))[-1] == 0xFA)
+    p = make_parser({"protocol": "xsens"}, ACC)
+    got = p.feed(mtdata2(counter, 0, (1, 2, 3))) + p.feed(mtdata2(counter + 1, 10, (1, 2, 3)))
+    assert len(got) == 2 and not p.faults
+    enc = make_encoder({"protocol": "xsens"}, ACC)
+    cmd = next(xbus(0xC0, bytes([0x10, 0x20, 0xFF, k])) for k in range(256)
+               if xbus(0xC0, bytes([0x10, 0x20, 0xFF, k]))[-1] == 0xFA)
+    assert enc.respond(cmd)[2] == 0xC1 and enc.respond(xbus(0x30, b"")) == xbus(0x31, b"")
+
+
 def test_time_unwraps():
     p = make_parser({"protocol": "xsens"}, ACC)
     got = p.feed(mtdata2(1, 2 ** 32 - 10, (0, 0, 1)) + mtdata2(2, 5, (0, 0, 1)))

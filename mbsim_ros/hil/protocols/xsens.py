@@ -125,7 +125,7 @@ class XsensParser(Parser):
         while True:
             j = buf.find(b"\xfa\xff", i)
             if j < 0:
-                keep = n - 1 if buf.endswith(b"\xfa") else n
+                keep = n - 1 if n - 1 >= i and buf[n - 1] == PREAMBLE else n    # maybe a preamble's first byte
                 self._skipped(buf, i, keep)
                 self.buffer = buf[keep:]
                 return samples
@@ -292,7 +292,7 @@ class XsensEncoder(Encoder):
                 continue
             out += self._command(buf[j + 2], buf[j + head:end - 1])
             i = end
-        keep = j if j >= 0 else (len(buf) - 1 if buf.endswith(b"\xfa") else len(buf))
+        keep = j if j >= 0 else (len(buf) - 1 if len(buf) > i and buf[-1] == PREAMBLE else len(buf))
         self.buffer = buf[keep:][-(MAX_EXTENDED + 7):]
         return out
 
