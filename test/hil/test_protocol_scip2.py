@@ -150,6 +150,16 @@ def test_round_trip_exact_to_the_millimetre(sensor):
     assert not p.faults
 
 
+def test_clusters_map_rays_to_their_group():
+    """A host asking for clusters of 3 steps: each ray reads its cluster's nearest distance."""
+    enc, p = dialog(URG)
+    enc.respond(b"MD0000068203000\n")                        # ARES 1024 = the model's step: step k is ray k
+    d = np.random.default_rng(4).uniform(0.5, 9.0, 683)
+    (s,) = p.feed(enc.encode(d, 1.0))
+    groups = np.minimum.reduceat(d, np.arange(0, 683, 3))      # the minimum of each cluster
+    assert np.abs(s.values - np.repeat(groups, 3)[:683]).max() <= MM + 1e-12
+
+
 def test_encoder_answers_like_urg_library_expects():
     """The replies urg_library (urg_node's driver) checks on open: QT, PP with 8 parameter lines
     whose checksums cover 'KEY:value', VV with 5, II with 7; echo first; every line's checksum."""

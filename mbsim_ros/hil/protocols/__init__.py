@@ -64,6 +64,8 @@ class Parser:
         return b""
 
     def feed(self, data: bytes) -> list:
+        """The Samples completed by `data` (any chunking: partial frames wait for the next
+        call). Never raises on bad bytes: faults are counted and the parser resynchronises."""
         raise NotImplementedError
 
     def fault(self, kind, message):
@@ -75,6 +77,8 @@ class Encoder:
     """Device side of a protocol."""
 
     def encode(self, values, stamp) -> bytes:
+        """One frame of the device's output for a reading (SI values, stamp in s); b"" when
+        the host has nothing requested (SCIP 2.0 without MD/GD, Xsens in config mode)."""
         raise NotImplementedError
 
     def respond(self, data: bytes) -> bytes:
@@ -111,8 +115,10 @@ OPTIONS = {"csv": csv.OPTIONS, "scip2": scip2.OPTIONS, "xsens": xsens.OPTIONS}
 
 def _options(options, sensor, where):
     """(protocol name, this protocol's options) after checking the keys."""
-    options = dict(options or {})
     where = where or f"devices.{sensor.name}"
+    if options is not None and not isinstance(options, dict):
+        raise ProtocolError(f"{where}: expected a mapping of options (protocol: ..., ...), got {options!r}")
+    options = dict(options or {})
     name = options.get("protocol")
     if name not in PROTOCOLS:
         raise ProtocolError(f"{where}.protocol: expected one of {', '.join(PROTOCOLS)}, got {name!r}")
