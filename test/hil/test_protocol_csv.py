@@ -111,6 +111,7 @@ def test_encoder_round_trip():
     ({"protocol": "csv", "time_scale": -1}, ACC, ["time_scale", "> 0"]),
     ({"protocol": "csv"}, Sensor("r", "range", "l"), ["protocol", "range"]),
     ("csv", ACC, ["mapping"]),
+    ({"protocol": "csv", "feilds": ["ax", "ay", "az"]}, ACC, ["feilds", "fields, scale, separator, time_scale"]),
 ])
 def test_bad_options_one_clear_line(opts, sensor, words):
     for make in (make_parser, make_encoder):

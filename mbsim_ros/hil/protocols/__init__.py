@@ -19,8 +19,8 @@ seconds where the protocol carries one, else None.
 
 Protocols (one module each): csv (line-based text), scip2 (Hokuyo SCIP 2.0 laser range
 finders), xsens (Xsens Xbus MTData2 inertial data). Options are the sensor's `devices:` or
-`emulate:` entry; keys that belong to the runtime (source, port, baudrate, rotation, on_fault,
-max_age, topic, ...) are ignored here, a key of another protocol is an error.
+`emulate:` entry; the runtime's keys (RUNTIME_KEYS: source, port, baudrate, rotation, on_fault,
+max_age, topic, residual_window) are skipped here, any other key is an error.
 """
 import math
 from collections import Counter
@@ -109,8 +109,11 @@ from . import csv, scip2, xsens  # noqa: E402  (the modules import the names abo
 PROTOCOLS = {"csv": (csv.CsvParser, csv.CsvEncoder),
              "scip2": (scip2.Scip2Parser, scip2.Scip2Encoder),
              "xsens": (xsens.XsensParser, xsens.XsensEncoder)}
-# Every protocol's own option keys; a key of another protocol is an error, any other key is the runtime's.
+# Every protocol's own option keys. The keys of a devices:/emulate: entry that belong to the runtime
+# (mbsim_ros/hil/config.py) are skipped here; any other key is an error.
 OPTIONS = {"csv": csv.OPTIONS, "scip2": scip2.OPTIONS, "xsens": xsens.OPTIONS}
+RUNTIME_KEYS = {"protocol", "source", "port", "baudrate", "rotation", "on_fault", "max_age", "topic",
+                "residual_window"}
 
 
 def _options(options, sensor, where):
@@ -122,7 +125,7 @@ def _options(options, sensor, where):
     name = options.get("protocol")
     if name not in PROTOCOLS:
         raise ProtocolError(f"{where}.protocol: expected one of {', '.join(PROTOCOLS)}, got {name!r}")
-    foreign = sorted(k for k in options if k not in OPTIONS[name] and any(k in o for o in OPTIONS.values()))
+    foreign = sorted(str(k) for k in options if k not in OPTIONS[name] and k not in RUNTIME_KEYS)
     if foreign:
         raise ProtocolError(f"{where}: option(s) {', '.join(foreign)} do not apply to protocol {name}; "
                             f"its options are {', '.join(sorted(OPTIONS[name])) or 'none'}")
@@ -142,4 +145,5 @@ def make_encoder(options: dict, sensor, where: str | None = None) -> Encoder:
     return PROTOCOLS[name][1](opts, sensor, where)
 
 
-__all__ = ["CHANNELS", "Encoder", "PROTOCOLS", "Parser", "ProtocolError", "Sample", "make_encoder", "make_parser"]
+__all__ = ["CHANNELS", "Encoder", "PROTOCOLS", "Parser", "ProtocolError", "RUNTIME_KEYS", "Sample", "make_encoder",
+           "make_parser"]
