@@ -23,7 +23,8 @@ class SerialLink:
     on_data(data: bytes) -> bytes | None: called in the reader thread for each chunk read;
         what it returns is written to the port.
     on_open() -> bytes | None: called after each (re)open; what it returns is written.
-    on_state(connected: bool, reason: str): called on each change of the connection.
+    on_state(connected: bool, reason: str): called on each change of the connection (without
+        it the change is logged here).
     on_fault(kind: str, text: str): called on each fault (after it is counted here).
     log(text): one line per state change.
     Counters: faults (open_failed, disconnected, write_failed), opens, bytes_in, bytes_out;
@@ -102,9 +103,10 @@ class SerialLink:
         if connected == self.connected:
             return
         self.connected = connected
-        self.log(reason)
         if self.on_state is not None:
-            self.on_state(connected, reason)
+            self.on_state(connected, reason)      # the owner logs its own state change
+        else:
+            self.log(reason)
 
     def _open(self):
         import serial

@@ -1,30 +1,39 @@
-"""A real device on a serial port feeding a DeviceSource: the port (SerialLink: reconnects with
-backoff) reads bytes, the protocol's parser turns them into samples, the source takes them.
-The parser's startup bytes are written after every (re)open, its pending output after every
-chunk it is fed. A parser keeps a half frame across a reconnect (it resynchronizes and counts
-the fault), so nothing received before the port vanished is dropped here."""
+"""A real device on a serial port feeding DeviceSources: the port (SerialLink: reconnects with
+backoff) reads bytes, each sensor's protocol parser turns them into samples, its source takes
+them. Several sensors may share one port (an IMU streaming acceleration and rate of turn in
+one message, e.g. an Xsens MTi for an accelerometer and a gyro entry): every parser sees every
+byte and keeps what is its sensor's. The parsers' startup bytes are written after every
+(re)open (identical ones once), their pending output after every chunk. A parser keeps a half
+frame across a reconnect (it resynchronizes and counts the fault), so nothing received before
+the port vanished is dropped here."""
 from __future__ import annotations
 
+from ..model import ConfigError
 from .link import SerialLink
 from .protocols import make_parser
-from .sources import DeviceSource
 
 
 class SerialDevice:
-    """`source` fed from the serial device its options name (port, baudrate, protocol and the
-    protocol's options); sensor: the model's Sensor (the parser needs its type and geometry)."""
+    """members: [(DeviceSource, model Sensor)] reading the port their options name (port,
+    baudrate, protocol and the protocol's options, each entry its own)."""
 
-    def __init__(self, source: DeviceSource, sensor, log=None, where: str | None = None):
-        options = source.options
-        self.source = source
-        self.parser = make_parser(options, sensor, where or f"devices.{sensor.name}")
-        self.samples = 0
-        source.parser = self.parser
-        self._last_parser_fault = None
-        self.link = SerialLink(options["port"], options["baudrate"], self._on_data, name=sensor.name,
-                               on_open=self.parser.startup, on_state=source.set_connected,
-                               on_fault=lambda kind, text: source.fault(kind, text, count=False), log=log)
-        source.link = self.link
+    def __init__(self, members, log=None):
+        first = members[0][0].options
+        port, baudrate = first["port"], first["baudrate"]
+        self.members = []
+        for source, sensor in members:
+            where = f"devices.{sensor.name}"
+            if source.options["baudrate"] != baudrate:
+                raise ConfigError(f"{where}.baudrate: {source.options['baudrate']}, but {members[0][1].name} "
+                                  f"reads the same port {port} at {baudrate}")
+            parser = make_parser(source.options, sensor, where)
+            source.parser = parser
+            self.members.append([source, parser, None])
+        names = ", ".join(sensor.name for _, sensor in members)
+        self.link = SerialLink(port, baudrate, self._on_data, name=names, on_open=self._startup,
+                               on_state=self._on_state, on_fault=self._on_fault, log=log)
+        for source, _, _ in self.members:
+            source.link = self.link
 
     def start(self):
         self.link.start()
@@ -33,11 +42,30 @@ class SerialDevice:
     def close(self):
         self.link.close()
 
+    def _startup(self) -> bytes:
+        out = []
+        for _, parser, _ in self.members:
+            data = parser.startup()
+            if data and data not in out:
+                out.append(data)
+        return b"".join(out)
+
+    def _on_state(self, connected, reason):
+        for source, _, _ in self.members:
+            source.set_connected(connected, reason)
+
+    def _on_fault(self, kind, text):
+        for source, _, _ in self.members:
+            source.fault(kind, text, count=False)
+
     def _on_data(self, data: bytes) -> bytes:
-        parser, source = self.parser, self.source
-        for sample in parser.feed(data):
-            source.push(sample.values, sample.stamp)
-        if parser.last_fault is not self._last_parser_fault:
-            self._last_parser_fault = parser.last_fault
-            source.fault("parser", parser.last_fault, count=False)
-        return parser.pending_output()
+        out = b""
+        for member in self.members:
+            source, parser, last = member
+            for sample in parser.feed(data):
+                source.push(sample.values, sample.stamp)
+            if parser.last_fault is not last:
+                member[2] = parser.last_fault
+                source.fault("parser", parser.last_fault, count=False)
+            out += parser.pending_output()
+        return out

@@ -172,15 +172,16 @@ class DeviceSource:
         self.log(f"{self.name}: device {self.device} {old} -> {state} ({reason}); the topic carries {carries}")
 
     def _add_residual(self, real, sim):
-        d = np.subtract(real, sim)
         if self.kind == "range":
+            with np.errstate(invalid="ignore"):     # inf - inf: a ray without a return in both
+                d = np.subtract(real, sim)
             valid = np.isfinite(d)
             if not valid.any():
                 return
             dv = d[valid]
             row = (dv.mean(), (dv * dv).mean())
         else:
-            row = d
+            row = np.subtract(real, sim)
         with self._lock:
             self._residual[self._nres % len(self._residual)] = row
             self._nres += 1

@@ -79,6 +79,7 @@ class Hil:
         self.readers = []                # CommandReader
         self._subscriptions = []
         try:
+            ports = {}                   # port -> [(DeviceSource, Sensor)]: sensors sharing a device
             for name, options in devices.items():
                 where = f"devices.{name}"
                 dev = _sensor_device(sim, name, where, "devices:")
@@ -89,17 +90,26 @@ class Hil:
                                    connected=not serial)
                 self.sources[name] = src
                 if serial:
-                    self.serial.append(SerialDevice(src, dev.sensor, log=self.log, where=where))
+                    ports.setdefault(options["port"], []).append((src, dev.sensor))
                 else:
                     self.ros_inputs.append((src, dev))
+            for members in ports.values():
+                self.serial.append(SerialDevice(members, log=self.log))
+            used = {options["port"]: f"devices.{name}" for name, options in devices.items() if options.get("port")}
             for name, options in emulate.items():
                 where = f"emulate.{name}"
                 dev = _sensor_device(sim, name, where, "emulate:")
                 check_port(options["port"], f"{where}.port")
+                if options["port"] in used:
+                    raise ConfigError(f"{where}.port: {options['port']} is already used by {used[options['port']]}")
+                used[options["port"]] = where
                 self.emulators[name] = Emulator(dev.sensor, options, log=self.log)
             for k, options in enumerate(commands):
                 where = "commands" if len(commands) == 1 else f"commands[{k}]"
                 check_port(options["port"], f"{where}.port")
+                if options["port"] in used:
+                    raise ConfigError(f"{where}.port: {options['port']} is already used by {used[options['port']]}")
+                used[options["port"]] = where
                 self.readers.append(CommandReader(options, bridge.dof_names, self._command, log=self.log, where=where))
         except BaseException:
             self.close()

@@ -50,6 +50,18 @@ def world(devices=None, emulate=None, commands=None, sensors=None, log=None, **s
     return sim, bridge, transport
 
 
+_SENSORS = {}
+
+
+def model_sensor(name):
+    """The bundled world's Sensor `name` (what the protocols' encoders take), before any run."""
+    if not _SENSORS:
+        from mbsim_ros.ros.world import DEFAULT_WORLD, load_models
+        models, _ = load_models(DEFAULT_WORLD)
+        _SENSORS.update({s.name: s for m in models for s in m.sensors})
+    return _SENSORS[name]
+
+
 def step_until_reading(sim, bridge, name, limit=1000):
     """Step until sensor `name` has a new reading; returns it."""
     old = sim.readings().get(name)

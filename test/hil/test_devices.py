@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 import pytest
-from harness import floats, status, step_until_reading, vector, world
+from harness import floats, model_sensor, status, step_until_reading, vector, world
 from ptys import EmulatedDevice, PtyDevice, wait_for
 
 from mbsim_ros.hil.protocols import make_encoder
@@ -17,10 +17,6 @@ from mbsim_ros.ros import messages as msg
 def rz(angle):
     c, s = math.cos(angle), math.sin(angle)
     return np.array([[c, -s, 0], [s, c, 0], [0, 0, 1]])
-
-
-def sensor(sim, name):
-    return sim.devices[name].sensor
 
 
 @pytest.fixture
@@ -40,7 +36,7 @@ def test_csv_imu_readings_are_the_devices_data_in_the_sensor_frame(tmp_path, log
         wait_for(lambda: src.connected, what="the node to open the pty")
         rng = np.random.default_rng(1)
         data = rng.normal(0.0, 5.0, (40, 3)).round(3)          # m/s^2, device frame
-        encoder = make_encoder(options, sensor(sim, "WaistAccelSensor"))
+        encoder = make_encoder(options, model_sensor("WaistAccelSensor"))
         real, simulated = [], []
         for k, a in enumerate(data):
             dev.write(encoder.encode(a, 0.001 * k))
@@ -65,6 +61,173 @@ def test_csv_imu_readings_are_the_devices_data_in_the_sensor_frame(tmp_path, log
         np.testing.assert_allclose(floats(values["residual_rms"]), np.sqrt((d * d).mean(axis=0)), rtol=1e-3)
         assert values["residual_samples"] == 40
         assert src.stats()["device_stamp"] == pytest.approx(0.039)
+    finally:
+        bridge.close()
+        dev.close()
+
+
+@pytest.mark.parametrize("on_fault", ["hold", "sim", "drop"])
+def test_faults_are_survived_reported_and_the_topic_follows_on_fault(tmp_path, logs, on_fault):
+    port = tmp_path / "imu"
+    dev = PtyDevice(port)
+    # max_age 20 ms of simulated time: a device silent for longer is stale
+    options = {"port": str(port), "protocol": "csv", "on_fault": on_fault, "max_age": 0.02}
+    sim, bridge, cap = world(devices={"WaistGyro": options}, log=logs.append)
+    topic = cap.got["/SR1/WaistGyro"]
+    src = bridge.hil.sources["WaistGyro"]
+
+    def instant():
+        """One sample instant: (what the topic got, or None, the simulated value)."""
+        n = len(topic)
+        r = step_until_reading(sim, bridge, "WaistGyro")
+        assert len(topic) in (n, n + 1)
+        return (vector(topic[-1]) if len(topic) == n + 1 else None), r.values
+
+    def send(data, samples):
+        before = src.received
+        dev.write(data)
+        wait_for(lambda: src.received == before + samples, what=f"{samples} samples")
+
+    try:
+        wait_for(lambda: src.connected, what="the node to open the pty")
+        send(b"0.5,0.25,-1\n", 1)
+        got, _ = instant()
+        np.testing.assert_array_equal(got, [0.5, 0.25, -1])
+        # half frames across writes, garbage, short lines and non-numbers between good lines
+        send(b"1.5,2.", 0)
+        send(b"5,3\n\xff\xfe\x00garbage\n1,2\nx,y,z\n", 1)
+        send(b"-2,", 0)
+        send(b"-3,-4\n", 1)
+        got, _ = instant()
+        np.testing.assert_array_equal(got, [-2, -3, -4])
+        level, _, values = status(bridge, "mbsim: device WaistGyro")
+        assert level == 0 and values["fault_garbage"] == 1 and values["fault_bad_value"] == 2
+        assert "not a number" in values["last_fault"] and values["superseded"] == 1   # 1.5,2.5,3 overtaken
+
+        # a burst faster than the rate: the newest sample is used, the others are counted
+        send(b"".join(b"%d,0,0\n" % k for k in range(10)), 10)
+        got, _ = instant()
+        np.testing.assert_array_equal(got, [9, 0, 0])
+        assert src.stats()["superseded"] == 1 + 9
+
+        # the device stops talking: stale after max_age, the topic follows on_fault
+        expected = {"hold": lambda s: [9, 0, 0], "sim": lambda s: s, "drop": lambda s: None}[on_fault]
+        for _ in range(40):
+            got, simulated = instant()
+        assert src.state == "stale"
+        exp = expected(simulated)
+        assert (got is None) if exp is None else np.array_equal(got, exp)
+        level, message, values = status(bridge, "mbsim: device WaistGyro")
+        assert level == 1 and values["state"] == "stale" and "no sample for" in message
+
+        # the port vanishes: down, reconnect attempts with backoff, logged once each
+        dev.vanish()
+        wait_for(lambda: not src.connected, what="the node to notice the lost device")
+        wait_for(lambda: src.link.faults["open_failed"] >= 3, what="reconnect attempts")
+        got, simulated = instant()
+        exp = expected(simulated)
+        assert (got is None) if exp is None else np.array_equal(got, exp)
+        level, message, values = status(bridge, "mbsim: device WaistGyro")
+        assert level == 2 and values["state"] == "down" and values["fault_disconnected"] == 1
+        assert values["fault_open_failed"] >= 3 and "cannot open" in values["last_fault"]
+
+        # it comes back at the same path: reopened, used again
+        dev.open()
+        wait_for(lambda: src.connected, timeout=5, what="the node to reopen the device")
+        send(b"7,8,9\n", 1)
+        got, _ = instant()
+        np.testing.assert_array_equal(got, [7, 8, 9])
+        assert src.state == "ok" and status(bridge, "mbsim: device WaistGyro")[0] == 0
+        # one log line per state change, not one per sample or per retry (down -> stale -> ok
+        # at the start and again after the return)
+        text = "\n".join(logs)
+        assert text.count("ok -> stale") == 1 and text.count("stale -> down") == 1
+        assert text.count("down -> stale") == 2 and text.count("stale -> ok") == 2
+        assert text.count("cannot open") == 1 and text.count("lost") == 1
+    finally:
+        bridge.close()
+        dev.close()
+
+
+def scan_data(sim, rng):
+    """A generated scan for ChestRange: distances to the millimetre (what SCIP 2.0 carries)
+    within the device's limits, and some rays without a return."""
+    dev = sim.devices["ChestRange"]
+    d = rng.uniform(0.1, 0.95 * dev.range_max, len(dev.angles)).round(3)
+    d[rng.integers(0, len(d), 30)] = np.inf
+    return d
+
+
+def test_scip2_laser_scans_are_the_devices_scans_and_checksum_errors_are_survived(tmp_path, logs):
+    port = tmp_path / "urg"
+    options = {"port": str(port), "protocol": "scip2"}
+    dev = EmulatedDevice(port, make_encoder(options, model_sensor("ChestRange")))
+    sim, bridge, cap = world(devices={"ChestRange": options}, sensors={"ChestRange": {"rate": 40.0}},
+                             log=logs.append)
+    src = bridge.hil.sources["ChestRange"]
+    topic = cap.got["/SR1/ChestRange"]
+    try:
+        # the node's parser starts the device (SCIP2.0, QT, PP, then MD) over the pty
+        wait_for(lambda: dev.encoder.stream is not None, what="the node to start the scan stream (MD)")
+        assert b"PP\n" in dev.received and b"MD" in dev.received
+        rng = np.random.default_rng(7)
+        for k in range(3):
+            d = scan_data(sim, rng)
+            assert dev.send(d, 0.025 * k)
+            wait_for(lambda: src.received == k + 1, what=f"scan {k}")
+            r = step_until_reading(sim, bridge, "ChestRange")
+            out = topic[-1]
+            assert out.header.frame_id == "ChestRange_laser_frame"
+            np.testing.assert_array_equal(out.ranges, d.astype(np.float32))     # to the millimetre, exactly
+            sim_out = cap.got["/SR1/ChestRange/sim"][-1]
+            np.testing.assert_array_equal(sim_out.ranges, r.values.astype(np.float32))
+            assert (out.angle_min, out.angle_increment, out.range_max) == \
+                (sim_out.angle_min, sim_out.angle_increment, sim_out.range_max)
+        # a scan with a corrupted data line: dropped by the parser, counted; the next one is used
+        with dev.lock:
+            frame = bytearray(dev.encoder.encode(scan_data(sim, rng), 0.1))
+            frame[frame.index(b"\n", frame.index(b"99") + 10) + 5] ^= 0x01     # a data character
+            dev.write(frame)
+        wait_for(lambda: src.all_faults()["checksum"] == 1, what="the checksum fault")
+        d = scan_data(sim, rng)
+        assert dev.send(d, 0.125)
+        wait_for(lambda: src.received == 4, what="the next scan")
+        step_until_reading(sim, bridge, "ChestRange")
+        np.testing.assert_array_equal(topic[-1].ranges, d.astype(np.float32))
+        level, _, values = status(bridge, "mbsim: device ChestRange")
+        assert values["fault_checksum"] == 1 and "checksum" in values["last_fault"]
+        assert values["protocol"] == "scip2" and values["state"] == "ok" and level == 0
+        # the residual of a scan: the mean and RMS over rays finite in both
+        assert values["residual_samples"] == 4 and len(floats(values["residual_rms"])) == 1
+    finally:
+        bridge.close()
+        dev.close()
+
+
+def test_one_xsens_imu_port_feeds_the_accelerometer_and_the_gyro(tmp_path, logs):
+    port = tmp_path / "mti"
+    acc = {"port": str(port), "protocol": "xsens", "rotation": [math.pi, 0, 0]}   # mounted upside down
+    gyro = {"port": str(port), "protocol": "xsens", "rotation": [math.pi, 0, 0]}
+    dev = EmulatedDevice(port, make_encoder({"protocol": "xsens", "precision": "float64"},
+                                            model_sensor("WaistAccelSensor")))
+    sim, bridge, cap = world(devices={"WaistAccelSensor": acc, "WaistGyro": gyro}, log=logs.append)
+    sources = bridge.hil.sources
+    try:
+        wait_for(lambda: sources["WaistGyro"].connected, what="the node to open the pty")
+        wait_for(lambda: b"\xfa\xff\x10" in dev.received, what="GoToMeasurement")
+        rng = np.random.default_rng(3)
+        flip = np.diag([1.0, -1.0, -1.0])                        # roll pi: device -> sensor frame
+        for k in range(5):
+            values = rng.normal(0, 3, 6)                            # (ax, ay, az, wx, wy, wz)
+            dev.send(values, 0.001 * k)
+            wait_for(lambda: sources["WaistGyro"].received == k + 1 and sources["WaistAccelSensor"].received == k + 1,
+                     what=f"message {k}")
+            step_until_reading(sim, bridge, "WaistGyro")
+            # float64 on the wire: exact; the rotation by pi leaves 1e-16 of cos(pi) rounding
+            np.testing.assert_allclose(vector(cap.got["/SR1/WaistAccelSensor"][-1]), flip @ values[:3], atol=1e-14)
+            np.testing.assert_allclose(vector(cap.got["/SR1/WaistGyro"][-1]), flip @ values[3:], atol=1e-14)
+        assert sources["WaistGyro"].link is sources["WaistAccelSensor"].link
+        assert status(bridge, "mbsim: device WaistGyro")[2]["protocol"] == "xsens"
     finally:
         bridge.close()
         dev.close()
