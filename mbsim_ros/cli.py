@@ -63,8 +63,16 @@ def cmd_run(args):
     def progress(stats):
         bar.update(stats["steps"] - bar.n)
         bar.set_postfix_str(f"t={stats['sim_time']:.2f}s rtf={stats['rtf']:.2f}")
-    session = Session(sim, transport, config, log=lambda text: print(f"note: {text}", file=sys.stderr),
-                      progress=progress)
+    try:
+        session = Session(sim, transport, config, log=lambda text: print(f"note: {text}", file=sys.stderr),
+                          progress=progress)
+    except BaseException:          # a bad devices:/emulate:/commands: entry: leave no bag behind
+        bar.close()
+        transport.close()
+        if args.bag:
+            import shutil
+            shutil.rmtree(args.bag, ignore_errors=True)     # created above by this run, still empty
+        raise
     try:
         stats = session.run(args.duration)
     finally:
@@ -82,6 +90,19 @@ def cmd_run(args):
     for topic, v in sorted(transport.stats().items()):
         if v.get("direction", "out") == "out":
             print(f"  {topic:<44} {v['messages']:>7}  {v['type']}")
+    hil = session.bridge.hil
+    if hil is not None:
+        print("hardware in the loop:")
+        for name, level, message, values in hil.statuses():
+            faults = ", ".join(f"{k[6:]} {v}" for k, v in values.items() if k.startswith("fault_")) or "no faults"
+            if name.startswith("mbsim: device "):
+                detail = (f"{values['received']} samples received, {values['published']} published, "
+                          f"{values['superseded']} superseded")
+            elif name.startswith("mbsim: emulate "):
+                detail = f"{values['frames']} frames written, {values['dropped']} dropped, {values['replies']} replies"
+            else:
+                detail = f"{values['lines']} lines, {values['commands']} commands"
+            print(f"  {name[7:]}: {message}; {detail}; {faults}")
     if args.bag:
         print(f"wrote bag {args.bag}")
     return 0
