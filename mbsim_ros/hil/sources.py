@@ -117,7 +117,8 @@ class DeviceSource:
     def take(self, stamp: float, t: float, sim_values):
         """At a sample instant of the simulated sensor (its Reading's stamp; t = the current
         simulation time; sim_values = the simulated Reading.values): what the sensor's topic
-        carries (an array), or None for nothing. Updates state, counters and residual."""
+        carries (an array: the real sample, the held one or sim_values), or None for nothing.
+        Updates state, counters and residual."""
         latest = self._latest
         fresh = False
         if latest is not None:
@@ -135,16 +136,14 @@ class DeviceSource:
             if self.use_real:
                 self.published += 1
                 return latest[0]
-            return None
+            return sim_values
         if not self.connected:
             self._set_state("down", self.state_reason if self.state == "down" else "port closed")
         elif latest is None:
             self._set_state("stale", "no sample yet")
         else:
             self._set_state("stale", f"no sample for {self.age:.3g} s (max_age {self.max_age:g} s)")
-        if not self.use_real:
-            return None
-        if self.on_fault == "sim":
+        if not self.use_real or self.on_fault == "sim":
             return sim_values
         if self.on_fault == "hold" and latest is not None:
             self.published += 1

@@ -231,3 +231,75 @@ def test_one_xsens_imu_port_feeds_the_accelerometer_and_the_gyro(tmp_path, logs)
     finally:
         bridge.close()
         dev.close()
+
+
+def test_set_source_switches_between_the_simulation_and_the_device_at_run_time(tmp_path, logs):
+    from harness import Capture
+
+    from mbsim_ros.ros.config import load_config
+    from mbsim_ros.ros.session import Session, simulation
+    from mbsim_ros.ros.world import load_world
+    port = tmp_path / "imu"
+    dev = PtyDevice(port)
+    config = load_config(None, {"devices": {"WaistAccelSensor": {"port": str(port), "protocol": "csv", "source": "sim"}},
+                                "sensors": {"LeftCamera": {"enabled": False}, "RightCamera": {"enabled": False}},
+                                "real_time_factor": 0})
+    models, _ = load_world(config)
+    sim = simulation(models, config)
+    cap = Capture()
+    session = Session(sim, cap, config, log=logs.append)
+    topic, sim_topic = cap.got["/SR1/WaistAccelSensor"], cap.got["/SR1/WaistAccelSensor/sim"]
+    src = session.bridge.hil.sources["WaistAccelSensor"]
+    try:
+        wait_for(lambda: src.connected, what="the node to open the pty")
+
+        def instant(values):
+            n = src.received
+            dev.write(b"%r,%r,%r\n" % tuple(values))
+            wait_for(lambda: src.received == n + 1, what="the sample")
+            m = len(sim_topic)
+            while len(sim_topic) == m:
+                session.runner.step_once(1)      # not running: steps here, on_step included
+            return vector(topic[-1]), vector(sim_topic[-1])
+
+        got, simulated = instant([1.0, 2.0, 3.0])
+        np.testing.assert_array_equal(got, simulated)            # source sim: the topic is the simulation
+        assert "the real device" in session.set_source("WaistAccelSensor", "real")
+        got, simulated = instant([4.0, 5.0, 6.0])
+        np.testing.assert_array_equal(got, [4, 5, 6])
+        assert not np.array_equal(got, simulated)
+        assert "the simulation" in session.set_source("WaistAccelSensor", "sim")
+        got, simulated = instant([7.0, 8.0, 9.0])
+        np.testing.assert_array_equal(got, simulated)
+        # the residual covers every instant with a fresh device sample, whatever the topic carried
+        assert status(session.bridge, "mbsim: device WaistAccelSensor")[2]["residual_samples"] == 3
+        with pytest.raises(ValueError, match="'ChestRange' has no real device"):
+            session.set_source("ChestRange", "real")
+        with pytest.raises(ValueError, match="source must be real or sim"):
+            session.set_source("WaistAccelSensor", "usb")
+    finally:
+        session.close()
+        dev.close()
+
+
+def test_a_ros_driver_topic_replaces_the_simulated_wrench(logs):
+    sim, bridge, cap = world(devices={"RightAnkleForceSensor": {"topic": "/ft_driver/wrench", "max_age": 0.005}},
+                             log=logs.append)
+    try:
+        topic = cap.got["/SR1/RightAnkleForceSensor"]
+        for k in range(3):
+            w = np.array([1.0, -2.0, 30.0, 0.1, -0.2, 0.3]) * (k + 1)
+            cap.deliver("/ft_driver/wrench", msg.wrench(100.0 + k, "ft_link", w))
+            step_until_reading(sim, bridge, "RightAnkleForceSensor")
+            np.testing.assert_array_equal(vector(topic[-1]), w)
+            assert topic[-1].header.frame_id == "RightAnkleForceSensor"         # the sensor's frame, not the driver's
+        for _ in range(10):                                                     # the driver falls silent
+            step_until_reading(sim, bridge, "RightAnkleForceSensor")
+        level, _, values = status(bridge, "mbsim: device RightAnkleForceSensor")
+        assert values["state"] == "stale" and level == 1 and values["protocol"] == "ros"
+        assert values["device"] == "/ft_driver/wrench" and values["received"] == 3
+        np.testing.assert_array_equal(vector(topic[-1]), w)                    # on_fault hold
+        cap.deliver("/ft_driver/wrench", b"\x00\x01\x00\x00garbage")
+        assert status(bridge, "mbsim: device RightAnkleForceSensor")[2]["fault_bad_message"] == 1
+    finally:
+        bridge.close()
