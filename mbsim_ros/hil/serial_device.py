@@ -3,9 +3,9 @@ backoff) reads bytes, each sensor's protocol parser turns them into samples, its
 them. Several sensors may share one port (an IMU streaming acceleration and rate of turn in
 one message, e.g. an Xsens MTi for an accelerometer and a gyro entry): every parser sees every
 byte and keeps what is its sensor's. The parsers' startup bytes are written after every
-(re)open (identical ones once), their pending output after every chunk. A parser keeps a half
-frame across a reconnect (it resynchronizes and counts the fault), so nothing received before
-the port vanished is dropped here."""
+(re)open (identical ones once; a parser may restart its session there, dropping a frame the
+vanished device left half sent), their pending output after every chunk. Samples already
+handed to the sources stay there: the last one is held (on_fault hold) while the port is away."""
 from __future__ import annotations
 
 from ..model import ConfigError
