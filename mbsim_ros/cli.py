@@ -73,8 +73,11 @@ def cmd_run(args):
             import shutil
             shutil.rmtree(args.bag, ignore_errors=True)     # created above by this run, still empty
         raise
+    hil = session.bridge.hil
+    hil_status = []
     try:
         stats = session.run(args.duration)
+        hil_status = hil.statuses() if hil is not None else []     # as the run ended, before the ports close
     finally:
         bar.close()
         session.close()
@@ -90,10 +93,9 @@ def cmd_run(args):
     for topic, v in sorted(transport.stats().items()):
         if v.get("direction", "out") == "out":
             print(f"  {topic:<44} {v['messages']:>7}  {v['type']}")
-    hil = session.bridge.hil
-    if hil is not None:
+    if hil_status:
         print("hardware in the loop:")
-        for name, level, message, values in hil.statuses():
+        for name, level, message, values in hil_status:
             faults = ", ".join(f"{k[6:]} {v}" for k, v in values.items() if k.startswith("fault_")) or "no faults"
             if name.startswith("mbsim: device "):
                 detail = (f"{values['received']} samples received, {values['published']} published, "
