@@ -273,6 +273,14 @@ def test_set_source_switches_between_the_simulation_and_the_device_at_run_time(t
         np.testing.assert_array_equal(got, simulated)
         # the residual covers every instant with a fresh device sample, whatever the topic carried
         assert status(session.bridge, "mbsim: device WaistAccelSensor")[2]["residual_samples"] == 3
+        # the sim_node's NS/<sensor>/set_source service (std_srvs/SetBool) calls the same
+        from types import SimpleNamespace
+
+        from mbsim_ros.ros.node import set_source_service
+        response = set_source_service(session, "WaistAccelSensor")(SimpleNamespace(data=True), SimpleNamespace())
+        assert response.success and "the real device" in response.message and src.use_real
+        response = set_source_service(session, "ChestRange")(SimpleNamespace(data=True), SimpleNamespace())
+        assert not response.success and "has no real device" in response.message
         with pytest.raises(ValueError, match="'ChestRange' has no real device"):
             session.set_source("ChestRange", "real")
         with pytest.raises(ValueError, match="source must be real or sim"):
