@@ -8,8 +8,19 @@ sim, or on_fault sim while the device is down); the simulated value always goes 
 NS/<sensor>/sim as well. Such a sensor is not merged into a link's Imu (merge_imu).
 Source ros: the real driver's topic (the sensor's message type: Imu, WrenchStamped, LaserScan)
 is subscribed through the run's transport (rclpy or DDS; a bag or "none" has no inputs).
-/diagnostics: one status per device ("mbsim: device <sensor>"), per emulated sensor
-("mbsim: emulate <sensor>") and per command port ("mbsim: commands <port>"); keys in status().
+/diagnostics (statuses()): one status per device, "mbsim: device <sensor>", level 0 ok, 1 stale,
+2 down, message "<state>: <why>; topic: real device|simulation", values: source (real|sim: what
+the topic carries), device (port or topic), protocol (csv|scip2|xsens|ros), state, received
+(samples), used (instants served by a fresh sample), published (real values on the topic, held
+ones included), superseded (samples overtaken before any instant used them), age_ms (of the
+newest sample at the last instant), on_fault, fault_<kind> (counts from the parser: garbage,
+checksum, half_frame, bad_value, overflow, ...; the port: open_failed, disconnected,
+write_failed; this runtime: layout, bad_message), last_fault (the latest text of any of them),
+residual_samples and, once there are some, residual_mean and residual_rms (real - simulated over
+residual_window, per channel; one number for a scan). "mbsim: emulate <sensor>" (level 2 while
+its port is not open): port, protocol, connected, frames, dropped, replies, fault_<kind>,
+last_fault. "mbsim: commands <port>": port, connected, mode, lines, commands, fault_<kind>,
+last_fault.
 Switching at run time: set_source(sensor, "real" | "sim") (the sim_node's NS/<sensor>/set_source
 service, std_srvs/SetBool: true = the real device, false = the simulation).
 """
@@ -52,6 +63,12 @@ def _sensor_device(sim, name, where, what):
     return dev
 
 
+def _check_rotation(dev, options, where):
+    if dev.kind == "range" and any(options["rotation"]):
+        raise ConfigError(f"{where}.rotation: a range sensor's scan is distances along the simulated rays and is "
+                          "not rotated; mount the device as the sensor or leave rotation out")
+
+
 def channels(dev) -> int:
     return len(dev.angles) if dev.kind == "range" else {"accelerometer": 3, "gyro": 3, "force": 6}[dev.kind]
 
@@ -83,6 +100,7 @@ class Hil:
             for name, options in devices.items():
                 where = f"devices.{name}"
                 dev = _sensor_device(sim, name, where, "devices:")
+                _check_rotation(dev, options, where)
                 serial = options.get("port") is not None
                 if serial:
                     check_port(options["port"], f"{where}.port")
@@ -99,6 +117,7 @@ class Hil:
             for name, options in emulate.items():
                 where = f"emulate.{name}"
                 dev = _sensor_device(sim, name, where, "emulate:")
+                _check_rotation(dev, options, where)
                 check_port(options["port"], f"{where}.port")
                 if options["port"] in used:
                     raise ConfigError(f"{where}.port: {options['port']} is already used by {used[options['port']]}")
@@ -122,7 +141,7 @@ class Hil:
         for src, dev in self.ros_inputs:
             self._subscriptions.append(transport.subscribe(src.device, MESSAGE_TYPES[dev.kind],
                                                            self._ros_callback(src, dev), SENSOR))
-            if transport.kind not in ("rclpy", "dds", "fanout"):
+            if not transport.receives:
                 self.log(f"{src.name}: source ros reads {src.device}, but the {transport.kind} transport receives "
                          "nothing; the device stays stale")
         for part in (*self.serial, *self.emulators.values(), *self.readers):

@@ -20,6 +20,7 @@ class Capture(NullTransport):
     so a test can deliver to them (a driver's topic for source: ros)."""
 
     kind = "capture"
+    receives = True
 
     def __init__(self):
         super().__init__()
