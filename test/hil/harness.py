@@ -8,7 +8,7 @@ from mbsim_ros.ros import messages as msg
 from mbsim_ros.ros.bridge import Bridge
 from mbsim_ros.ros.config import load_config
 from mbsim_ros.ros.session import simulation
-from mbsim_ros.ros.transport import NullTransport
+from mbsim_ros.ros.transport import FanoutTransport, NullTransport
 from mbsim_ros.ros.world import load_world
 
 # cameras off: nothing here looks at images, and rendering is most of a step's cost
@@ -38,17 +38,18 @@ class Capture(NullTransport):
         self.callbacks[topic](data)
 
 
-def world(devices=None, emulate=None, commands=None, sensors=None, log=None, **settings):
-    """(sim, bridge, transport): the SR1 world with the given hardware-in-the-loop sections,
-    started (ports open in their threads)."""
+def world(devices=None, emulate=None, commands=None, sensors=None, log=None, transport=None, **settings):
+    """(sim, bridge, capture): the SR1 world with the given hardware-in-the-loop sections,
+    started (ports open in their threads), publishing to a Capture (and to `transport` too,
+    when given)."""
     config = load_config(None, dict(devices=devices, emulate=emulate, commands=commands,
                                     sensors=dict(NO_CAMERAS, **(sensors or {})), **settings))
     models, _ = load_world(config)
     sim = simulation(models, config)
-    transport = Capture()
-    bridge = Bridge(sim, transport, config, log=log)
+    capture = Capture()
+    bridge = Bridge(sim, capture if transport is None else FanoutTransport([transport, capture]), config, log=log)
     bridge.start()
-    return sim, bridge, transport
+    return sim, bridge, capture
 
 
 _SENSORS = {}

@@ -311,3 +311,33 @@ def test_a_ros_driver_topic_replaces_the_simulated_wrench(logs):
         assert status(bridge, "mbsim: device RightAnkleForceSensor")[2]["fault_bad_message"] == 1
     finally:
         bridge.close()
+
+
+def test_a_ros_driver_over_live_dds_replaces_the_simulated_gyro(logs):
+    """source: ros through the DDS transport: a driver's sensor_msgs/Imu published by another
+    DDS participant (loopback only, a random domain) is re-published on the sensor's topic."""
+    pytest.importorskip("cyclonedds", reason="cyclonedds (python) not installed")
+    import random
+    from pathlib import Path
+
+    from mbsim_ros.ros.dds import DdsTransport
+    from mbsim_ros.ros.qos import SENSOR
+    env = {"ROS_DOMAIN_ID": str(random.SystemRandom().randint(201, 230)),
+           "CYCLONEDDS_URI": (Path(__file__).parents[1] / "ros" / "cyclonedds-localhost.xml").as_uri()}
+    node, driver = DdsTransport(env=env), DdsTransport(env=env)
+    sim, bridge, cap = world(devices={"WaistGyro": {"topic": "/imu_driver/data"}}, transport=node, log=logs.append)
+    try:
+        src = bridge.hil.sources["WaistGyro"]
+        pub = driver.advertise("/imu_driver/data", msg.IMU, SENSOR)
+        assert driver.wait_for_subscribers(pub, timeout=10)
+        for k in range(3):
+            w = np.array([0.1, -0.2, 0.3]) * (k + 1)
+            driver.publish(pub, msg.imu(50.0 + k, "imu_link", gyro=w))
+            wait_for(lambda: src.received == k + 1, what=f"driver message {k}")
+            step_until_reading(sim, bridge, "WaistGyro")
+            np.testing.assert_array_equal(vector(cap.got["/SR1/WaistGyro"][-1]), w)
+        assert src.stats()["device_stamp"] == pytest.approx(52.0)       # the driver's header stamp
+    finally:
+        bridge.close()
+        node.close()
+        driver.close()
