@@ -5,6 +5,8 @@ The physics thread hands each new simulated reading to submit() (no waiting: a b
 a writer thread encodes it with the protocol's encoder (one frame per reading, at the sensor's
 rate) and writes it; the port's reader thread answers the host's commands with the encoder's
 respond() (SCIP 2.0: PP, MD, GD, ...). The encoder is used by both threads under one lock.
+An accelerometer and a gyro given the same port with protocol xsens are one emulated MTi: each
+message carries both quantities of one sample instant (they must sample together: same rate).
 """
 from __future__ import annotations
 
@@ -19,14 +21,21 @@ from .protocols import make_encoder
 
 
 class Emulator:
-    """Writes sensor `sensor`'s readings to the port its options (a checked emulate: entry) name."""
+    """Writes sensor `sensor`'s readings to the port its options (a checked emulate: entry) name;
+    `gyro`: (Sensor, options) of a gyro sent in the same messages (protocol xsens)."""
 
-    def __init__(self, sensor, options: dict, log=None, max_queue: int = 64):
-        self.name = sensor.name
+    def __init__(self, sensor, options: dict, log=None, max_queue: int = 64, gyro=None):
+        self.name = sensor.name if gyro is None else f"{sensor.name}+{gyro[0].name}"
         self.options = options
         self.encoder = make_encoder(options, sensor, f"emulate.{sensor.name}")
         R = rotation_matrix(options["rotation"])
         self.rotation = None if R is None or sensor.type == "range" else R.T    # sensor -> device frame
+        self.pair = None
+        if gyro is not None:            # (accelerometer name, gyro name, gyro's sensor -> device rotation)
+            Rg = rotation_matrix(gyro[1]["rotation"])
+            self.pair = (sensor.name, gyro[0].name, np.eye(3) if Rg is None else Rg.T)
+            self.rotation = np.eye(3) if self.rotation is None else self.rotation
+            self._half = {}             # stamp -> (name, values) waiting for the other sensor
         self.frames = 0            # frames written
         self.dropped = 0           # readings not written: port closed, queue full, write failed
         self.replies = 0           # answers to host commands written
@@ -51,11 +60,18 @@ class Emulator:
         self._thread.join(2.0)
         self.link.close()
 
-    def submit(self, values, stamp: float):
-        """A new simulated reading (physics thread; never blocks)."""
+    def submit(self, values, stamp: float, name: str | None = None):
+        """A new simulated reading of sensor `name` (physics thread; never blocks)."""
         if not self.link.connected:
             self.dropped += 1
             return
+        if self.pair is not None:
+            other = self._half.pop(stamp, None)
+            if other is None:
+                self._half = {stamp: (name, values)}     # an unmatched older half is dropped with it
+                return
+            acc, gyro = (values, other[1]) if name == self.pair[0] else (other[1], values)
+            values = np.concatenate([self.rotation @ acc, self.pair[2] @ gyro])
         with self._cv:
             if len(self._queue) >= self._max_queue:
                 self._queue.popleft()
@@ -83,7 +99,7 @@ class Emulator:
                 if self._closing:
                     return
                 values, stamp = self._queue.popleft()
-            if self.rotation is not None:
+            if self.rotation is not None and self.pair is None:
                 values = (self.rotation @ np.asarray(values, float).reshape(-1, 3).T).T.reshape(-1)
             with self._encoder_lock:
                 frame = self.encoder.encode(values, stamp)

@@ -300,7 +300,7 @@ class Bridge:
                 else:
                     work.append(("reading", sim.devices[name], r, ""))
                 if hil_ is not None and name in hil_.emulators:
-                    hil_.emulators[name].submit(r.values, r.stamp)
+                    hil_.emulators[name].submit(r.values, r.stamp, name)
         if rates["diagnostics_rate"].due(t):
             work.append(("diagnostics", t, self.runner_stats()))
         if work:

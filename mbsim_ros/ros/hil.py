@@ -114,6 +114,7 @@ class Hil:
             for members in ports.values():
                 self.serial.append(SerialDevice(members, log=self.log))
             used = {options["port"]: f"devices.{name}" for name, options in devices.items() if options.get("port")}
+            shared = {}                  # port -> [(Device, options)]
             for name, options in emulate.items():
                 where = f"emulate.{name}"
                 dev = _sensor_device(sim, name, where, "emulate:")
@@ -121,8 +122,10 @@ class Hil:
                 check_port(options["port"], f"{where}.port")
                 if options["port"] in used:
                     raise ConfigError(f"{where}.port: {options['port']} is already used by {used[options['port']]}")
-                used[options["port"]] = where
-                self.emulators[name] = Emulator(dev.sensor, options, log=self.log)
+                shared.setdefault(options["port"], []).append((dev, options))
+            for port, members in shared.items():
+                self._emulator(port, members, Emulator)
+                used[port] = f"emulate.{members[0][0].name}"
             for k, options in enumerate(commands):
                 where = "commands" if len(commands) == 1 else f"commands[{k}]"
                 check_port(options["port"], f"{where}.port")
@@ -134,6 +137,25 @@ class Hil:
             self.close()
             raise
 
+    def _emulator(self, port, members, Emulator):
+        if len(members) == 1:
+            dev, options = members[0]
+            self.emulators[dev.name] = Emulator(dev.sensor, options, log=self.log)
+            return
+        kinds = sorted(dev.kind for dev, _ in members)
+        names = " and ".join(f"emulate.{dev.name}" for dev, _ in members)
+        if kinds != ["accelerometer", "gyro"] or any(o["protocol"] != "xsens" for _, o in members):
+            raise ConfigError(f"{names}: one port ({port}) serves one emulated sensor, or an accelerometer and a "
+                              "gyro as one Xsens MTi (protocol xsens)")
+        (acc, acc_options), (gyro, gyro_options) = sorted(members, key=lambda m: m[0].kind)
+        if acc.rate != gyro.rate or acc.delay != gyro.delay:
+            raise ConfigError(f"{names}: one MTi message carries both, so they must sample together: rates "
+                              f"{acc.rate:g} and {gyro.rate:g} Hz, delays {acc.delay:g} and {gyro.delay:g} s")
+        if acc_options["baudrate"] != gyro_options["baudrate"]:
+            raise ConfigError(f"{names}: the same port at two baudrates")
+        em = Emulator(acc.sensor, acc_options, log=self.log, gyro=(gyro.sensor, gyro_options))
+        self.emulators[acc.name] = self.emulators[gyro.name] = em
+
     # -- start / stop -------------------------------------------------------------------------
     def start(self, transport):
         """Open every port (their threads retry until the devices answer) and subscribe to the
@@ -144,11 +166,14 @@ class Hil:
             if not transport.receives:
                 self.log(f"{src.name}: source ros reads {src.device}, but the {transport.kind} transport receives "
                          "nothing; the device stays stale")
-        for part in (*self.serial, *self.emulators.values(), *self.readers):
+        for part in self._parts():
             part.start()
 
+    def _parts(self):
+        return (*self.serial, *dict.fromkeys(self.emulators.values()), *self.readers)
+
     def close(self):
-        for part in (*self.serial, *self.emulators.values(), *self.readers):
+        for part in self._parts():
             part.close()
 
     # -- inputs -------------------------------------------------------------------------------
@@ -222,7 +247,8 @@ class Hil:
                 values["residual_rms"] = _numbers(s["residual_rms"])
             message = f"{s['state']}: {s['reason']}; topic: {'real device' if src.use_real else 'simulation'}"
             out.append((f"mbsim: device {name}", LEVEL[s["state"]], message, values))
-        for name, em in self.emulators.items():
+        for em in dict.fromkeys(self.emulators.values()):
+            name = em.name
             s = em.stats()
             values = {k: v for k, v in s.items() if k != "faults"}
             values.update({f"fault_{k}": v for k, v in sorted(s["faults"].items())})

@@ -96,3 +96,38 @@ def test_imu_emulation_read_by_our_parser_gives_back_the_simulated_readings(tmp_
     finally:
         bridge.close()
         pty.close()
+
+
+def test_an_accelerometer_and_a_gyro_on_one_port_are_one_emulated_xsens_mti(tmp_path):
+    port = tmp_path / "mti"
+    pty = PtyDevice(port)
+    entry = {"port": str(port), "protocol": "xsens", "precision": "float64"}
+    sim, bridge, cap = world(emulate={"WaistAccelSensor": dict(entry, rotation=[math.pi, 0, 0]), "WaistGyro": entry})
+    em = bridge.hil.emulators["WaistGyro"]
+    assert em is bridge.hil.emulators["WaistAccelSensor"]
+    try:
+        wait_for(lambda: em.link.connected, what="the node to open the pty")
+        acc = Host(pty, make_parser({"protocol": "xsens"}, model_sensor("WaistAccelSensor")))
+        gyro = make_parser({"protocol": "xsens"}, model_sensor("WaistGyro"))
+        gyro_samples = []
+        feed = acc.parser.feed
+
+        def both(data):                  # one byte stream, two parsers (as the node reads a real MTi)
+            gyro_samples.extend(gyro.feed(data))
+            return feed(data)
+        acc.parser.feed = both
+        sent = []
+        for _ in range(20):
+            step_until_reading(sim, bridge, "WaistGyro")
+            r = sim.readings()
+            assert r["WaistGyro"].stamp == r["WaistAccelSensor"].stamp
+            sent.append((r["WaistAccelSensor"].values, r["WaistGyro"].values))
+        acc.until(lambda: len(acc.samples) >= 20 and len(gyro_samples) >= 20, "20 messages")
+        flip = np.diag([1.0, -1.0, -1.0])                          # roll pi: sensor -> device for the accelerometer
+        # float64 on the wire: exact but for cos(pi)'s 1e-16 in the rotation
+        np.testing.assert_allclose([s.values for s in acc.samples[-20:]], [flip @ a for a, _ in sent], atol=1e-12)
+        np.testing.assert_array_equal([s.values for s in gyro_samples[-20:]], [g for _, g in sent])
+        assert status(bridge, "mbsim: emulate WaistAccelSensor+WaistGyro")[2]["frames"] >= 20
+    finally:
+        bridge.close()
+        pty.close()
