@@ -57,7 +57,8 @@ class Emulator:
         with self._cv:
             self._closing = True
             self._cv.notify()
-        self._thread.join(2.0)
+        if self._thread.ident is not None:       # started
+            self._thread.join(2.0)
         self.link.close()
 
     def submit(self, values, stamp: float, name: str | None = None):

@@ -159,7 +159,7 @@ class SerialLink:
                 self._set_connected(False, f"{self.name}: {self.url} lost ({reason}); reconnecting")
                 self._stop.wait(delay)
             else:
-                self._set_connected(False, f"{self.name}: {self.url} closed")
+                self.connected = False        # closed on purpose (the run ends): not a state change to report
 
     def _read_loop(self, port, fd):
         stop = self._stop

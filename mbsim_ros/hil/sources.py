@@ -141,6 +141,8 @@ class DeviceSource:
             self._set_state("down", self.state_reason if self.state == "down" else "port closed")
         elif latest is None:
             self._set_state("stale", "no sample yet")
+        elif self.age < 0:
+            self._set_state("stale", "the newest sample is from before the simulation was reset")
         else:
             self._set_state("stale", f"no sample for {self.age:.3g} s (max_age {self.max_age:g} s)")
         if not self.use_real or self.on_fault == "sim":
