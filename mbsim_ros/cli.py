@@ -52,6 +52,14 @@ def cmd_run(args):
     if not transports:
         transports = [transport_for("none")]
     transport = transports[0] if len(transports) == 1 else FanoutTransport(transports)
+    try:
+        session = Session(sim, transport, config, log=lambda text: print(f"note: {text}", file=sys.stderr))
+    except BaseException:          # a bad devices:/emulate:/commands: entry: leave no bag behind
+        transport.close()
+        if args.bag:
+            import shutil
+            shutil.rmtree(args.bag, ignore_errors=True)     # created above by this run, still empty
+        raise
     steps = int(round(args.duration / sim.dt))
     rtf = config["real_time_factor"]
     print(f"simulating {', '.join(m.name for m in models)}: {sim.nv} DOF, {len(sim.devices)} sensors, "
@@ -63,16 +71,7 @@ def cmd_run(args):
     def progress(stats):
         bar.update(stats["steps"] - bar.n)
         bar.set_postfix_str(f"t={stats['sim_time']:.2f}s rtf={stats['rtf']:.2f}")
-    try:
-        session = Session(sim, transport, config, log=lambda text: print(f"note: {text}", file=sys.stderr),
-                          progress=progress)
-    except BaseException:          # a bad devices:/emulate:/commands: entry: leave no bag behind
-        bar.close()
-        transport.close()
-        if args.bag:
-            import shutil
-            shutil.rmtree(args.bag, ignore_errors=True)     # created above by this run, still empty
-        raise
+    session.runner.progress = progress
     hil = session.bridge.hil
     hil_status = []
     try:
