@@ -102,3 +102,11 @@ def test_bad_config_ends_mbsim_run_with_one_clear_line(tmp_path, capsys, config,
     assert status == 2
     assert len(err) == 1 and err[0].startswith("mbsim: ") and message in err[0], err
     assert not os.path.exists(tmp_path / "bag")        # no empty bag left behind to block the next run
+
+
+def test_the_protocols_skip_exactly_the_runtimes_keys():
+    """A devices:/emulate: entry holds runtime keys and protocol options; the parsers must skip
+    the former and refuse anything else, so the two lists must agree."""
+    from mbsim_ros.hil.config import EMULATE_DEFAULTS
+    from mbsim_ros.hil.protocols import RUNTIME_KEYS
+    assert set(DEVICE_DEFAULTS) | set(EMULATE_DEFAULTS) == RUNTIME_KEYS
