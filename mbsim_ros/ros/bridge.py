@@ -219,8 +219,6 @@ class Bridge:
                 adv[dev.name] = t.advertise(self.topic(dev.name), msg.WRENCH_STAMPED, SENSOR)
             elif dev.kind == "range":
                 adv[dev.name] = t.advertise(self.topic(dev.name), msg.LASER_SCAN, SENSOR)
-            if self.hil is not None and dev.name in self.hil.sources:
-                adv[dev.name + "/sim"] = t.advertise(self.topic(dev.name, "sim"), adv[dev.name].typename, SENSOR)
             elif dev.kind == "camera":
                 if dev.color:
                     adv[dev.name + "/image_raw"] = t.advertise(self.topic(dev.name, "image_raw"), msg.IMAGE, SENSOR)
@@ -230,6 +228,8 @@ class Bridge:
                     adv[dev.name + "/depth/camera_info"] = t.advertise(self.topic(dev.name, "depth/camera_info"), msg.CAMERA_INFO, SENSOR)
                     if dev.points:
                         adv[dev.name + "/points"] = t.advertise(self.topic(dev.name, "points"), msg.POINT_CLOUD2, SENSOR)
+            if self.hil is not None and dev.name in self.hil.sources:   # the simulated value beside the real one
+                adv[dev.name + "/sim"] = t.advertise(self.topic(dev.name, "sim"), adv[dev.name].typename, SENSOR)
         # latched once: descriptions and the static TF tree
         stamp = sim.t
         for k, model in enumerate(sim.models):

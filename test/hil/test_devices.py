@@ -341,3 +341,17 @@ def test_a_ros_driver_over_live_dds_replaces_the_simulated_gyro(logs):
         bridge.close()
         node.close()
         driver.close()
+
+
+def test_a_sensor_with_a_device_keeps_its_own_topic_under_merge_imu(tmp_path):
+    port = tmp_path / "imu"
+    dev = PtyDevice(port)
+    sim, bridge, cap = world(devices={"WaistAccelSensor": {"port": str(port), "protocol": "csv"}}, merge_imu=True)
+    try:
+        topics = set(cap.stats())
+        assert {"/SR1/WaistAccelSensor", "/SR1/WaistAccelSensor/sim", "/SR1/WaistGyro"} <= topics
+        assert not any(t.endswith("_imu") for t in topics)       # the waist pair is not merged
+        assert cap.stats()["/SR1/WaistAccelSensor/sim"]["type"] == "sensor_msgs/msg/Imu"
+    finally:
+        bridge.close()
+        dev.close()
