@@ -33,6 +33,7 @@ from ..hil.sources import DeviceSource, SimClock
 from ..model import ConfigError
 from . import messages as msg
 from .qos import SENSOR
+from .transport import check_topic
 
 SWAPPABLE = ("accelerometer", "gyro", "force", "range")
 MESSAGE_TYPES = {"accelerometer": msg.IMU, "gyro": msg.IMU, "force": msg.WRENCH_STAMPED, "range": msg.LASER_SCAN}
@@ -91,7 +92,7 @@ class Hil:
         devices, emulate, commands = _sections(config)
         self.sources = {}                # sensor name -> DeviceSource
         self.serial = []                 # SerialDevice
-        self.ros_inputs = []             # (DeviceSource, Device)
+        self.ros_inputs = {}             # driver topic -> [(DeviceSource, Device)] (an Imu feeds accelerometer and gyro)
         self.emulators = {}              # sensor name -> Emulator
         self.readers = []                # CommandReader
         self._subscriptions = []
@@ -110,7 +111,8 @@ class Hil:
                 if serial:
                     ports.setdefault(options["port"], []).append((src, dev.sensor))
                 else:
-                    self.ros_inputs.append((src, dev))
+                    self._check_topic(options["topic"], dev, where)
+                    self.ros_inputs.setdefault(options["topic"], []).append((src, dev))
             for members in ports.values():
                 self.serial.append(SerialDevice(members, log=self.log))
             used = {options["port"]: f"devices.{name}" for name, options in devices.items() if options.get("port")}
@@ -137,6 +139,19 @@ class Hil:
             self.close()
             raise
 
+    def _check_topic(self, topic, dev, where):
+        try:
+            check_topic(topic)
+        except ValueError as e:
+            raise ConfigError(f"{where}.topic: {e}") from None
+        own = {self.bridge.topic(name) for name in self.sim.devices} | {self.bridge.topic(name, "sim") for name in self.sim.devices}
+        if topic in own:
+            raise ConfigError(f"{where}.topic: {topic} is published by this simulation; give the real driver's topic")
+        for src, other in self.ros_inputs.get(topic, []):
+            if MESSAGE_TYPES[other.kind] != MESSAGE_TYPES[dev.kind]:
+                raise ConfigError(f"{where}.topic: {topic} is read as {MESSAGE_TYPES[other.kind]} for {other.name}; "
+                                  f"a {dev.kind} sensor reads {MESSAGE_TYPES[dev.kind]}")
+
     def _emulator(self, port, members, Emulator):
         if len(members) == 1:
             dev, options = members[0]
@@ -160,12 +175,12 @@ class Hil:
     def start(self, transport):
         """Open every port (their threads retry until the devices answer) and subscribe to the
         real drivers' topics."""
-        for src, dev in self.ros_inputs:
-            self._subscriptions.append(transport.subscribe(src.device, MESSAGE_TYPES[dev.kind],
-                                                           self._ros_callback(src, dev), SENSOR))
+        for topic, members in self.ros_inputs.items():
+            self._subscriptions.append(transport.subscribe(topic, MESSAGE_TYPES[members[0][1].kind],
+                                                           self._ros_callback(members), SENSOR))
             if not transport.receives:
-                self.log(f"{src.name}: source ros reads {src.device}, but the {transport.kind} transport receives "
-                         "nothing; the device stays stale")
+                self.log(f"{', '.join(src.name for src, _ in members)}: source ros reads {topic}, but the "
+                         f"{transport.kind} transport receives nothing; the device stays stale")
         for part in self._parts():
             part.start()
 
@@ -177,27 +192,30 @@ class Hil:
             part.close()
 
     # -- inputs -------------------------------------------------------------------------------
-    def _ros_callback(self, src, dev):
-        kind, typename = dev.kind, MESSAGE_TYPES[dev.kind]
+    def _ros_callback(self, members):
+        typename = MESSAGE_TYPES[members[0][1].kind]
 
         def on_message(data):
             try:
                 m = msg.decode(data, typename)
             except Exception as e:     # a malformed message: a fault, not the end of the receive thread
-                src.fault("bad_message", f"{src.name}: {src.device}: undecodable {typename}: {e}")
+                for src, _ in members:
+                    src.fault("bad_message", f"{src.name}: {src.device}: undecodable {typename}: {e}")
                 return
-            if kind == "accelerometer":
-                v = m.linear_acceleration
-                values = (v.x, v.y, v.z)
-            elif kind == "gyro":
-                v = m.angular_velocity
-                values = (v.x, v.y, v.z)
-            elif kind == "force":
-                f, t = m.wrench.force, m.wrench.torque
-                values = (f.x, f.y, f.z, t.x, t.y, t.z)
-            else:
-                values = np.asarray(m.ranges, dtype=np.float64)
-            src.push(values, msg.stamp_seconds(m.header.stamp))
+            stamp = msg.stamp_seconds(m.header.stamp)
+            for src, dev in members:
+                if dev.kind == "accelerometer":
+                    v = m.linear_acceleration
+                    values = (v.x, v.y, v.z)
+                elif dev.kind == "gyro":
+                    v = m.angular_velocity
+                    values = (v.x, v.y, v.z)
+                elif dev.kind == "force":
+                    f, t = m.wrench.force, m.wrench.torque
+                    values = (f.x, f.y, f.z, t.x, t.y, t.z)
+                else:
+                    values = np.asarray(m.ranges, dtype=np.float64)
+                src.push(values, stamp)
         return on_message
 
     def _command(self, names, mode, values):

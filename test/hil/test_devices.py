@@ -355,3 +355,16 @@ def test_a_sensor_with_a_device_keeps_its_own_topic_under_merge_imu(tmp_path):
     finally:
         bridge.close()
         dev.close()
+
+
+def test_one_driver_imu_topic_feeds_the_accelerometer_and_the_gyro(logs):
+    sim, bridge, cap = world(devices={"WaistAccelSensor": {"topic": "/imu/data"}, "WaistGyro": {"topic": "/imu/data"}},
+                             log=logs.append)
+    try:
+        a, w = np.array([0.5, -0.5, 9.0]), np.array([0.01, 0.02, -0.03])
+        cap.deliver("/imu/data", msg.imu(1.0, "imu_link", accel=a, gyro=w))
+        step_until_reading(sim, bridge, "WaistGyro")
+        np.testing.assert_array_equal(vector(cap.got["/SR1/WaistAccelSensor"][-1]), a)
+        np.testing.assert_array_equal(vector(cap.got["/SR1/WaistGyro"][-1]), w)
+    finally:
+        bridge.close()
