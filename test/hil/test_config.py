@@ -89,7 +89,9 @@ def run_with(tmp_path, capsys, config):
      "devices.WaistGyro.topic: /SR1/WaistGyro is published by this simulation"),
     ({"devices": {"WaistGyro": {"topic": "/ft driver/x"}}}, "devices.WaistGyro.topic: not an absolute ROS topic name"),
     ({"devices": {"WaistGyro": {"topic": "/driver/x"}, "RightAnkleForceSensor": {"topic": "/driver/x"}}},
-     "devices.RightAnkleForceSensor.topic: /driver/x is read as sensor_msgs/msg/Imu for WaistGyro"),
+     # (safe_dump sorts the keys: the force sensor comes first)
+     "devices.WaistGyro.topic: /driver/x is read as geometry_msgs/msg/WrenchStamped for RightAnkleForceSensor; "
+     "a gyro sensor reads sensor_msgs/msg/Imu"),
     ({"emulate": {"WaistGyro": {"port": "/dev/ttyUSB98", "protocol": "csv"}}}, "emulate.WaistGyro.port: /dev/ttyUSB98 does not exist"),
     ({"commands": {"port": "/dev/null", "joints": ["RARM_ELBOW", "NO_JOINT"]}}, "commands.joints: unknown joint(s) NO_JOINT"),
     ({"commands": {"port": "/dev/ttyUSB99", "joints": ["RARM_ELBOW"]}}, "commands.port: /dev/ttyUSB99 does not exist"),
