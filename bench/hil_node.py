@@ -4,7 +4,7 @@ on pseudo-terminals, run by another process as real devices would be, stream int
 a csv IMU at 1 kHz (WaistAccelSensor) and a Hokuyo SCIP 2.0 laser at 40 Hz (ChestRange; the
 node starts it with SCIP2.0/QT/PP/MD as it would a real one).
 
-    python bench/hil_node.py [--seconds S]
+    python bench/hil_node.py [--seconds S] [--resample newest|each] [--timing arrival|device] [--delay S]
 
 Reports the physics (achieved real-time factor, overruns, lateness, messages the publisher
 dropped) and per device what the device sent, what the node received and parsed (faults), how
@@ -98,6 +98,12 @@ def devices(folder, conn):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5.0, help="simulated seconds at rtf 1 (default 5)")
+    parser.add_argument("--resample", choices=["newest", "each"], default="newest",
+                        help="the devices' resample setting (default newest)")
+    parser.add_argument("--timing", choices=["arrival", "device"], default="arrival",
+                        help="the devices' timing setting (default arrival)")
+    parser.add_argument("--delay", type=float, default=0.0,
+                        help="the two simulated sensors' delay in s: a jitter buffer (default 0)")
     args = parser.parse_args()
     from mbsim_ros.ros.bag import BagTransport
     from mbsim_ros.ros.config import load_config
@@ -110,10 +116,13 @@ def main():
         child.start()
         assert here.recv() == "ready"
         config = load_config(None, {
-            "real_time_factor": 1.0, "sensors": {"ChestRange": {"rate": 40.0}},
+            "real_time_factor": 1.0, "sensors": {"ChestRange": {"rate": 40.0, "delay": args.delay},
+                                                 "WaistAccelSensor": {"delay": args.delay}},
             "devices": {"WaistAccelSensor": {"port": os.path.join(tmp, "imu"), "protocol": "csv",
-                                             "fields": ["t", "ax", "ay", "az"], "time_scale": 0.001},
-                        "ChestRange": {"port": os.path.join(tmp, "urg"), "protocol": "scip2"}}})
+                                             "fields": ["t", "ax", "ay", "az"], "time_scale": 0.001,
+                                             "resample": args.resample, "timing": args.timing},
+                        "ChestRange": {"port": os.path.join(tmp, "urg"), "protocol": "scip2",
+                                       "resample": args.resample, "timing": args.timing}}})
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             models, _ = load_world(config)
@@ -128,19 +137,23 @@ def main():
                 print("bench/hil_node.py: the devices did not come up:", "; ".join(log))
                 return 0
             time.sleep(0.01)
-        before = {name: (s.received, s.superseded, s.used, s.published) for name, s in sources.items()}
+        received0 = {name: s.received for name, s in sources.items()}
         here.send("go")
+        while not all(s.received > received0[name] for name, s in sources.items()):   # both streaming
+            time.sleep(0.001)
+        before = {name: (s.received, s.superseded, s.used, s.published) for name, s in sources.items()}
         stats = session.run(args.seconds)
         after = {name: (s.received, s.superseded, s.used, s.published, dict(s.all_faults()))
                  for name, s in sources.items()}
         here.send("stop")
         sent = here.recv()
         time.sleep(0.3)                                      # the tail in flight
-        received = {name: s.received - before[name][0] for name, s in sources.items()}
+        received = {name: s.received - received0[name] for name, s in sources.items()}
         session.close()
         child.join(5)
     print(f"bench/hil_node.py: bundled SR1 world, every sensor, ChestRange at 40 Hz, a bag; "
-          f"{args.seconds:g} simulated seconds at rtf 1 with a 1 kHz csv IMU and a 40 Hz SCIP 2.0 laser on ptys")
+          f"{args.seconds:g} simulated seconds at rtf 1 with a 1 kHz csv IMU and a 40 Hz SCIP 2.0 laser on ptys, "
+          f"resample {args.resample}, timing {args.timing}, sensor delay {args.delay:g} s")
     print(f"physics: achieved rtf {stats['rtf']:.3f}, overruns {stats['overruns']}, lateness mean/p99/max "
           f"{stats['lateness_mean_ms']:.3f}/{stats['lateness_p99_ms']:.3f}/{stats['lateness_max_ms']:.3f} ms, "
           f"{session.dropped()} steps of messages dropped by the publisher")
@@ -152,7 +165,8 @@ def main():
         print(f"{name}: device sent {sent[what]} {what} ({sent[what.split()[0] + ' bytes' if what == 'imu lines' else 'scan bytes']} "
               f"bytes); node parsed {received[name]} ({got} during the run), faults {faults or 'none'}; "
               f"{published} of {instants} sample instants served by the device, {superseded} samples superseded")
-        ok = ok and received[name] >= sent[what] and not faults and published >= instants - 2
+        # the first instants of the run may precede the first sample by the sensor's delay
+        ok = ok and received[name] >= sent[what] and not faults and published >= instants - 2 - args.delay * sim.devices[name].rate
     if sent["refused"]:
         print(f"the ptys refused {sent['refused']} writes (the node did not read fast enough)")
     print(f"target (rtf 1 sustained, every frame parsed without a fault, every instant served, nothing dropped): "

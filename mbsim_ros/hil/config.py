@@ -13,6 +13,8 @@ from ..model import ConfigError
 
 SOURCES = ("serial", "ros", "sim")
 ON_FAULT = ("hold", "sim", "drop")
+RESAMPLE = ("newest", "each")
+TIMING = ("arrival", "device")
 COMMAND_MODES = ("position", "velocity", "effort")
 
 # Runtime keys of a devices: entry (any other key is the protocol's, checked by its parser).
@@ -25,6 +27,10 @@ DEVICE_DEFAULTS = {
     "rotation": [0.0, 0.0, 0.0],   # rpy (rad) of the device frame in the sensor frame
     "on_fault": "hold",        # what the topic carries while the device is down or stale
     "max_age": 0.1,            # s of simulation time: an older sample is not used (the device is stale)
+    "resample": "newest",      # newest: the newest sample at each instant; each: every sample once, in
+                               #   order, at most one sensor period later (none lost to arrival jitter)
+    "timing": "arrival",       # arrival: stamp on arrival; device: the device's own time (where the protocol
+                               #   carries one) mapped onto arrival times by the least delay seen
     "residual_window": 1.0,    # s: real - simulated mean and RMS over this window
 }
 EMULATE_DEFAULTS = {"port": None, "baudrate": 115200, "protocol": None, "rotation": [0.0, 0.0, 0.0]}
@@ -84,6 +90,10 @@ def _device(entry, at):
         raise ConfigError(f"{at}.protocol: a serial device needs its protocol (csv, scip2, xsens)")
     if out["on_fault"] not in ON_FAULT:
         raise ConfigError(f"{at}.on_fault: expected one of {', '.join(ON_FAULT)}, got {out['on_fault']!r}")
+    if out["timing"] not in TIMING:
+        raise ConfigError(f"{at}.timing: expected one of {', '.join(TIMING)}, got {out['timing']!r}")
+    if out["resample"] not in RESAMPLE:
+        raise ConfigError(f"{at}.resample: expected one of {', '.join(RESAMPLE)}, got {out['resample']!r}")
     out["rotation"] = _rotation(out["rotation"], f"{at}.rotation")
     out["max_age"] = _number(out["max_age"], f"{at}.max_age", positive=True)
     out["residual_window"] = _number(out["residual_window"], f"{at}.residual_window", positive=True)
@@ -127,6 +137,12 @@ def _command(entry, at):
     else:
         out["scale"] = _number(scale, f"{at}.scale")
     return out
+
+
+def protocol_options(entry: dict) -> dict:
+    """A devices:/emulate: entry without the runtime's keys: the protocol name and its options."""
+    runtime = set(DEVICE_DEFAULTS) | set(EMULATE_DEFAULTS)
+    return {k: v for k, v in entry.items() if k == "protocol" or k not in runtime}
 
 
 def _number(value, at, positive=False, integer=False):

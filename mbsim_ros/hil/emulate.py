@@ -15,7 +15,7 @@ import threading
 
 import numpy as np
 
-from .config import rotation_matrix
+from .config import protocol_options, rotation_matrix
 from .link import SerialLink
 from .protocols import make_encoder
 
@@ -27,7 +27,7 @@ class Emulator:
     def __init__(self, sensor, options: dict, log=None, max_queue: int = 64, gyro=None):
         self.name = sensor.name if gyro is None else f"{sensor.name}+{gyro[0].name}"
         self.options = options
-        self.encoder = make_encoder(options, sensor, f"emulate.{sensor.name}")
+        self.encoder = make_encoder(protocol_options(options), sensor, f"emulate.{sensor.name}")
         R = rotation_matrix(options["rotation"])
         self.rotation = None if R is None or sensor.type == "range" else R.T    # sensor -> device frame
         self.pair = None

@@ -9,6 +9,7 @@ handed to the sources stay there: the last one is held (on_fault hold) while the
 from __future__ import annotations
 
 from ..model import ConfigError
+from .config import protocol_options
 from .link import SerialLink
 from .protocols import make_parser
 
@@ -26,7 +27,7 @@ class SerialDevice:
             if source.options["baudrate"] != baudrate:
                 raise ConfigError(f"{where}.baudrate: {source.options['baudrate']}, but {members[0][1].name} "
                                   f"reads the same port {port} at {baudrate}")
-            parser = make_parser(source.options, sensor, where)
+            parser = make_parser(protocol_options(source.options), sensor, where)
             source.parser = parser
             self.members.append([source, parser, None])
         names = ", ".join(sensor.name for _, sensor in members)

@@ -1,13 +1,31 @@
 """A real device's samples, handed from the thread that receives them to the physics thread.
 
-Timing. A sample is stamped on arrival with the simulation time of the last completed step
-(`SimClock.t`, written by the physics thread after each step): at real-time factor 1 the runner
-keeps simulation and wall clocks locked, so this is the arrival time on the simulation clock,
-late by less than one step. (At other factors it is still "the simulation time when the sample
-arrived"; ages then count simulation seconds.) At each instant the simulated sensor samples
-(its rate), the newest sample received is used if it is at most `max_age` old; samples that
-arrived since the previous instant and were overtaken by a newer one are counted as
-superseded (resampling to the sensor's rate holds the latest sample).
+Timing. A sample is stamped on arrival with SimClock.now(): the simulation time the runner's
+pacing schedule assigns to that wall-clock instant (Runner.sim_time: at real-time factor 1 the
+two clocks are locked, so this is the arrival time on the simulation clock, exact to the
+schedule even while the physics is catching up after a stall, when it is ahead of the
+simulation). Without a paced runner (rtf 0, paused, a test stepping by hand) it is the
+simulation time of the last completed step; ages then count simulation seconds. At each
+instant the simulated sensor samples (its Reading's stamp, the acquisition time), the samples
+stamped at or before it are candidates, and one is used if it is at most `max_age` old at that
+instant, chosen by `resample`:
+  newest  the newest candidate (the default: the least latency); candidates it overtook since
+          the previous instant are counted as superseded
+  each    the oldest candidate not used yet, unless the one after it is more than two sensor
+          periods old (then the older ones are superseded): at equal rates every sample is
+          published once, in order, for arrival jitter up to about +-1.5 periods, at most one
+          period later than with newest; a faster device is decimated, a slower one held
+Without a new candidate the last sample is held (while it is not older than max_age). A
+simulation reset (time going back) makes every earlier sample stale. The choice is made when
+the simulated reading is published, `delay` (sensors.<name>.delay) after its instant: a delay
+of a few periods is a jitter buffer, so that samples arriving late still meet their instant.
+
+timing: device (for protocols whose samples carry the device's own time: csv with a t column,
+SCIP 2.0, Xsens SampleTimeFine) stamps a sample with its device time plus an offset, the least
+(arrival stamp - device time) seen, allowed to creep up by OFFSET_CREEP per second (device clock
+drift) and restarted when a sample arrives more than max_age later than the offset predicts (a
+device restart): samples that reach the node in bursts (USB frames, a busy machine) keep their
+true spacing, each no later than its arrival.
 
 State, decided at each sample instant (and when the connection changes):
   ok     a sample not older than max_age
@@ -22,6 +40,7 @@ sensor's scan gives one number, the mean over rays finite in both), kept over th
 """
 from __future__ import annotations
 
+import collections
 import math
 import threading
 from collections import Counter
@@ -31,13 +50,27 @@ import numpy as np
 from .config import rotation_matrix
 
 STATES = ("ok", "stale", "down")
+MAX_QUEUE = 4096        # samples waiting for the physics thread (a paused simulation keeps only these)
+OFFSET_CREEP = 1e-3     # s per s: how fast the device-time offset may rise (1000 ppm of clock drift)
 
 
 class SimClock:
-    """The simulation time of the last completed step; the physics thread sets `t`."""
+    """Arrival stamps on the simulation clock. The physics thread calls tick(t) after each step;
+    `schedule` (e.g. Runner.sim_time), when set, maps the wall clock to simulation time."""
 
     def __init__(self, t: float = 0.0):
         self.t = float(t)
+        self.epoch = 0                  # + 1 at each reset (time going back)
+        self.schedule = None
+
+    def tick(self, t: float):
+        if t < self.t - 1e-12:
+            self.epoch += 1
+        self.t = float(t)
+
+    def now(self) -> float:
+        schedule = self.schedule
+        return self.t if schedule is None else schedule()
 
 
 class DeviceSource:
@@ -59,6 +92,10 @@ class DeviceSource:
         self.device = options["topic"] if options.get("topic") else options["port"]
         self.on_fault = options["on_fault"]
         self.max_age = float(options["max_age"])
+        self.resample_each = options.get("resample", "newest") == "each"
+        self.device_timing = options.get("timing", "arrival") == "device"
+        self._offset = None             # device timing: (offset, arrival of the sample that set it)
+        self.period = 1.0 / float(rate)
         R = rotation_matrix(options["rotation"])
         if R is not None and kind == "range":
             R = None                    # a scan is distances along the simulated rays: nothing to rotate
@@ -77,7 +114,8 @@ class DeviceSource:
         self.state_changes = 0
         self.age = math.inf
         self.device_stamp = None
-        self._latest = None             # (values, arrival t, sequence number, device stamp): swapped whole
+        self._queue = collections.deque(maxlen=MAX_QUEUE)   # (values, arrival t, sequence number, device stamp)
+        self._latest = None             # the sample the topic holds (last taken from the queue)
         self._used_seq = 0
         self._lock = threading.Lock()   # state transitions and the residual window
         n = max(1, int(math.ceil(float(options["residual_window"]) * rate - 1e-9)))
@@ -96,8 +134,26 @@ class DeviceSource:
         if self.rotation is not None:
             v = (self.rotation @ v.reshape(-1, 3).T).T.reshape(-1)
         self.received += 1
-        self._latest = (v, self.clock.t, self.received, device_stamp)
+        clock = self.clock
+        stamp = clock.now()
+        if self.device_timing and device_stamp is not None:
+            stamp = self._device_time(stamp, device_stamp)
+        self._queue.append((v, stamp, self.received, device_stamp, clock.epoch))
         return True
+
+    def _device_time(self, arrival, device_stamp):
+        delay = arrival - device_stamp
+        offset = self._offset
+        if offset is not None:
+            predicted = offset[0] + OFFSET_CREEP * (arrival - offset[1])
+            if delay <= predicted:
+                offset = None                 # a quicker path: the new least delay
+            elif delay - predicted > self.max_age or arrival < offset[1]:
+                offset = None                 # the device (or the simulation) restarted
+            else:
+                return device_stamp + predicted
+        self._offset = (delay, arrival)
+        return arrival
 
     def fault(self, kind: str, text: str, count: bool = True):
         """A fault of this runtime (count=True) or the latest text of one the parser or the port
@@ -115,20 +171,43 @@ class DeviceSource:
 
     # -- physics thread ----------------------------------------------------------------------
     def take(self, stamp: float, t: float, sim_values):
-        """At a sample instant of the simulated sensor (its Reading's stamp; t = the current
-        simulation time; sim_values = the simulated Reading.values): what the sensor's topic
+        """At a sample instant of the simulated sensor (stamp: its Reading's stamp; t: the current
+        simulation time, >= stamp; sim_values: the simulated Reading.values): what the sensor's topic
         carries (an array: the real sample, the held one or sim_values), or None for nothing.
         Updates state, counters and residual."""
+        q = self._queue
+        epoch = self.clock.epoch
+        while q and q[0][4] != epoch:          # from before a reset
+            q.popleft()
+        if self._latest is not None and self._latest[4] != epoch:
+            self._latest = None
+            self._set_state("stale", "the samples are from before the simulation was reset")
+        arrived = stamp + 1e-9
+        if q and q[0][1] <= arrived:
+            if self.resample_each:
+                # one period of slack beyond the period a sample waits for its instant at equal
+                # rates absorbs arrival jitter of about +-1.5 periods without a loss, and bounds
+                # the lag of a faster device
+                limit = stamp - 2 * self.period - 1e-9
+                while len(q) >= 2 and q[1][1] < limit:
+                    q.popleft()
+                taken = q.popleft()
+            else:
+                taken = q.popleft()            # the newest arrived by t (the producer may append meanwhile)
+                while q and q[0][1] <= arrived:
+                    taken = q.popleft()
+            # superseded: every sequence number skipped since the last one taken (the queue's
+            # overflow, if the physics stood still for MAX_QUEUE samples, and samples from
+            # before a reset included)
+            self.superseded += max(taken[2] - self._used_seq - 1, 0)
+            self._used_seq = taken[2]
+            self._latest = taken
         latest = self._latest
         fresh = False
         if latest is not None:
-            seq = latest[2]
-            if seq != self._used_seq:
-                self.superseded += max(seq - self._used_seq - 1, 0)
-                self._used_seq = seq
-            self.age = t - latest[1]
+            self.age = stamp - latest[1]
             self.device_stamp = latest[3]
-            fresh = -1e-9 <= self.age <= self.max_age + 1e-9     # negative: from before a reset
+            fresh = self.age <= self.max_age + 1e-9
         if fresh:
             self._set_state("ok", "receiving")
             self.used += 1
@@ -140,9 +219,8 @@ class DeviceSource:
         if not self.connected:
             self._set_state("down", self.state_reason if self.state == "down" else "port closed")
         elif latest is None:
-            self._set_state("stale", "no sample yet")
-        elif self.age < 0:
-            self._set_state("stale", "the newest sample is from before the simulation was reset")
+            if self.state != "stale":
+                self._set_state("stale", "no sample yet")
         else:
             self._set_state("stale", f"no sample for {self.age:.3g} s (max_age {self.max_age:g} s)")
         if not self.use_real or self.on_fault == "sim":

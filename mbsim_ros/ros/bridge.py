@@ -270,7 +270,7 @@ class Bridge:
         rates = self.rates
         hil_ = self.hil
         if hil_ is not None:
-            hil_.clock.t = t
+            hil_.clock.tick(t)
         if rates["clock_rate"].due(t):
             work.append(("clock", t))
         if rates["joint_state_rate"].due(t):

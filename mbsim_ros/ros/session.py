@@ -29,6 +29,8 @@ class Session:
         self.bridge = Bridge(sim, transport, config, publish=self.publisher.submit if self.publisher else None,
                              submit=self.runner.submit, log=log)
         self.bridge.runner_stats = self.runner.stats
+        if self.bridge.hil is not None:     # devices' arrival stamps: the runner's wall -> simulation clock
+            self.bridge.hil.clock.schedule = self.runner.sim_time
         self.runner.on_step = self.bridge.on_step
         self.bridge.start()
 

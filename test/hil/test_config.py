@@ -111,9 +111,17 @@ def test_bad_config_ends_mbsim_run_with_one_clear_line(tmp_path, capsys, config,
     assert not os.path.exists(tmp_path / "bag")        # no empty bag left behind to block the next run
 
 
-def test_the_protocols_skip_exactly_the_runtimes_keys():
-    """A devices:/emulate: entry holds runtime keys and protocol options; the parsers must skip
-    the former and refuse anything else, so the two lists must agree."""
-    from mbsim_ros.hil.config import EMULATE_DEFAULTS
-    from mbsim_ros.hil.protocols import RUNTIME_KEYS
-    assert set(DEVICE_DEFAULTS) | set(EMULATE_DEFAULTS) == RUNTIME_KEYS
+def test_the_protocols_get_their_own_options_only():
+    """A devices:/emulate: entry holds the runtime's keys and the protocol's options; the parser
+    gets the latter (and refuses a misspelt one)."""
+    from harness import model_sensor
+
+    from mbsim_ros.hil.config import protocol_options
+    from mbsim_ros.hil.protocols import ProtocolError, make_encoder, make_parser
+    entry = load_config(None, {"devices": {"WaistGyro": {"port": "/dev/x", "protocol": "csv", "separator": ";",
+                                                         "resample": "each"}}})["devices"]["WaistGyro"]
+    assert protocol_options(entry) == {"protocol": "csv", "separator": ";"}
+    assert make_parser(protocol_options(entry), model_sensor("WaistGyro")).feed(b"1;2;3\n")[0].values.tolist() == [1, 2, 3]
+    assert make_encoder(protocol_options(entry), model_sensor("WaistGyro")).encode([1, 2, 3], 0.0) == b"1.0;2.0;3.0\n"
+    with pytest.raises(ProtocolError, match="seperator"):
+        make_parser(protocol_options(dict(entry, seperator=";")), model_sensor("WaistGyro"))

@@ -23,11 +23,12 @@ def test_a_sample_is_used_while_it_is_at_most_max_age_old_then_the_device_is_sta
     assert src.take(0.0, 0.0, sim) is None and src.state == "stale"       # hold, nothing received yet
     clock.t = 0.002
     src.push([1.0, 2.0, 3.0])
-    np.testing.assert_array_equal(src.take(0.002, 0.003, sim), [1, 2, 3])
+    assert src.take(0.0015, 0.002, sim) is None                             # arrived after this instant
+    np.testing.assert_array_equal(src.take(0.003, 0.004, sim), [1, 2, 3])
     assert src.state == "ok" and src.age == pytest.approx(0.001)
-    np.testing.assert_array_equal(src.take(0.011, 0.012, sim), [1, 2, 3])   # age 10 ms: still fresh
+    np.testing.assert_array_equal(src.take(0.012, 0.013, sim), [1, 2, 3])   # age 10 ms: still fresh
     assert src.state == "ok"
-    np.testing.assert_array_equal(src.take(0.012, 0.0125, sim), [1, 2, 3])  # 10.5 ms: stale, held
+    np.testing.assert_array_equal(src.take(0.0125, 0.013, sim), [1, 2, 3])  # 10.5 ms: stale, held
     assert src.state == "stale" and src.used == 2 and src.published == 3
     assert logs == ["S: device /dev/x stale -> ok (receiving); the topic carries the real device",
                     "S: device /dev/x ok -> stale (no sample for 0.0105 s (max_age 0.01 s)); the topic "
@@ -61,12 +62,15 @@ def test_down_follows_on_fault(on_fault, carries):
 
 def test_after_a_reset_older_samples_are_not_fresh():
     src, clock, _ = source()
-    clock.t = 5.0
+    clock.tick(5.0)
     src.push([1.0, 1.0, 1.0])
+    src.push([2.0, 2.0, 2.0])
     src.take(5.0, 5.0, np.zeros(3))
     assert src.state == "ok"
-    src.take(0.0, 0.001, np.zeros(3))            # the simulation restarted at t = 0
-    assert src.state == "stale" and "reset" in src.state_reason
+    clock.tick(0.001)                            # the simulation restarted at t = 0
+    assert src.take(0.0, 0.001, np.zeros(3)) is None and src.state == "stale" and "reset" in src.state_reason
+    src.push([3.0, 3.0, 3.0])
+    np.testing.assert_array_equal(src.take(0.001, 0.002, np.zeros(3)), [3, 3, 3])
 
 
 def test_rotation_takes_device_vectors_into_the_sensor_frame():
@@ -106,3 +110,107 @@ def test_a_scan_residual_is_over_rays_finite_in_both():
     src.take(0.0, 0.0, np.array([0.5, 1.0, np.inf, -np.inf]))
     mean, rms, n = src.residual()
     assert (mean, rms, n) == (0.5, 0.5, 1)          # only ray 0 is finite in both
+
+
+@pytest.mark.parametrize("resample", ["newest", "each"])
+def test_arrival_jitter_at_equal_rates(resample):
+    """A 1 kHz device read into a 1 kHz sensor whose samples arrive 0, 1 or 2 per step (jitter
+    below a period): 'each' publishes every sample once, in order; 'newest' skips some."""
+    src, clock, _ = source(resample=resample)
+    arrivals = [1, 2, 0, 1, 2, 0, 0, 2, 1, 1, 2, 0, 1] * 5         # per step; never more than one ahead or behind
+    out, k = [], 0
+    for n, count in enumerate(arrivals):
+        clock.t = 0.001 * n                                         # the last completed step
+        for _ in range(count):
+            src.push([k, 0, 0])
+            k += 1
+        out.append(src.take(0.001 * n, 0.001 * (n + 1), np.zeros(3))[0])
+    distinct = sorted(set(out))
+    assert out == sorted(out)                                        # in order either way
+    if resample == "each":
+        # every sample but the backlog still queued at the end, once
+        assert distinct == list(range(len(distinct))) and len(distinct) >= k - 2 and src.superseded == 0
+    else:
+        assert len(distinct) < k and src.superseded == k - len(distinct)
+
+
+def test_each_catches_up_after_a_burst_within_two_periods():
+    src, clock, _ = source(resample="each")
+    for k in range(5):
+        src.push([k, 0, 0])                                          # five at once, at t = 0
+    got = [src.take(0.001 * n, 0.001 * (n + 1), np.zeros(3))[0] for n in range(5)]
+    # the oldest first, one per instant while they are at most two periods old, then the newest
+    assert got == [0, 1, 2, 4, 4] and src.superseded == 1
+
+
+def test_a_sample_stamped_ahead_of_the_simulation_waits_for_its_instant():
+    """While the physics catches up after a stall, the schedule stamps arrivals ahead of it."""
+    src, clock, _ = source()
+    clock.schedule = lambda: 0.0
+    src.push([1.0, 0, 0])
+    clock.schedule = lambda: 0.004                 # arrived 4 ms later by the wall clock
+    src.push([2.0, 0, 0])
+    assert src.take(0.0, 0.001, np.zeros(3))[0] == 1
+    assert src.take(0.003, 0.004, np.zeros(3))[0] == 1      # held: sample 2 belongs to t = 4 ms
+    assert src.take(0.004, 0.005, np.zeros(3))[0] == 2
+    assert src.superseded == 0
+
+
+def test_the_runner_schedule_maps_the_wall_clock_to_simulation_time():
+    import time
+
+    import mbsim_ros as mb
+    from mbsim_ros.model import Joint, Link, Model
+    from mbsim_ros.ros.runner import Runner
+    m = Model("pendulum")
+    m.add_link(Link("l", 1.0, [0.2, 0, 0], np.diag([0.01, 0.01, 0.01])))
+    m.add_joint(Joint("j", "revolute", None, "l"))
+    m.finalize()
+    sim = mb.Simulation(m)
+    runner = Runner(sim, rtf=1.0)
+    assert runner.sim_time() == sim.t                       # not running: the simulation's time
+    runner.start()
+    try:
+        time.sleep(0.2)
+        pairs = []
+        for _ in range(50):
+            wall = time.perf_counter()
+            pairs.append((wall, runner.sim_time(wall), sim.t))
+            time.sleep(0.002)
+        walls, mapped, actual = np.array(pairs).T
+        # locked clocks: the mapping advances with the wall clock at rtf 1 (exactly: it is linear)...
+        np.testing.assert_allclose(np.diff(mapped), np.diff(walls), rtol=1e-9)
+        # ...and the simulation follows it within scheduling noise (a loaded 2-core box: 20 ms)
+        assert np.median(np.abs(mapped - actual)) < 0.02
+        runner.pause(wait=True, timeout=5)
+        assert runner.sim_time() == sim.t                   # paused: no schedule
+    finally:
+        runner.stop()
+        runner.join(5)
+
+
+@pytest.mark.parametrize("timing", ["arrival", "device"])
+def test_device_timing_and_a_delay_publish_every_sample_of_a_bursty_device(timing):
+    """A 1 kHz device whose samples reach the node in bursts of 5 (USB frames), 0.3 ms after the
+    last one's acquisition, its clock 1000 s off; the simulated sensor has a 6 ms delay (the
+    jitter buffer). With the device's time each instant gets its own sample."""
+    src, clock, _ = source(timing=timing)
+    P, delay = 0.001, 0.006
+    pending = [(5 * j + 4) * P + 0.0003 for j in range(40)]          # burst j: samples 5j..5j+4
+    out = []
+    for n in range(180):
+        while pending and pending[0] <= n * P + delay:
+            j = 40 - len(pending)
+            arrival = pending.pop(0)
+            clock.schedule = lambda: arrival
+            for k in range(5 * j, 5 * j + 5):
+                src.push([k, 0, 0], device_stamp=1000.0 + k * P)
+        got = src.take(n * P, n * P + delay, np.zeros(3))
+        out.append(None if got is None else int(got[0]))
+    if timing == "device":
+        # from the second burst on, sample k is stamped k ms + 0.3 ms (the least delay seen in
+        # the first): instant n gets sample n - 1 (the first burst, before any offset, is
+        # stamped on arrival)
+        assert out[6:] == list(range(5, 179)) and src.superseded <= 4
+    else:
+        assert src.superseded > 100                     # a burst is one instant: 4 of 5 overtaken
