@@ -95,6 +95,7 @@ class DeviceSource:
         self.resample_each = options.get("resample", "newest") == "each"
         self.device_timing = options.get("timing", "arrival") == "device"
         self._offset = None             # device timing: (offset, arrival of the sample that set it)
+        self._last_push = (-math.inf, -1)   # device timing: (stamp, clock epoch) of the last sample
         self.period = 1.0 / float(rate)
         R = rotation_matrix(options["rotation"])
         if R is not None and kind == "range":
@@ -135,10 +136,13 @@ class DeviceSource:
             v = (self.rotation @ v.reshape(-1, 3).T).T.reshape(-1)
         self.received += 1
         clock = self.clock
-        stamp = clock.now()
+        stamp, epoch = clock.now(), clock.epoch
         if self.device_timing and device_stamp is not None:
             stamp = self._device_time(stamp, device_stamp)
-        self._queue.append((v, stamp, self.received, device_stamp, clock.epoch))
+            if epoch == self._last_push[1]:
+                stamp = max(stamp, self._last_push[0])      # a lower offset found: keep the queue in order
+            self._last_push = (stamp, epoch)
+        self._queue.append((v, stamp, self.received, device_stamp, epoch))
         return True
 
     def _device_time(self, arrival, device_stamp):
@@ -193,7 +197,7 @@ class DeviceSource:
                     q.popleft()
                 taken = q.popleft()
             else:
-                taken = q.popleft()            # the newest arrived by t (the producer may append meanwhile)
+                taken = q.popleft()            # the newest stamped by the instant (the producer may append meanwhile)
                 while q and q[0][1] <= arrived:
                     taken = q.popleft()
             # superseded: every sequence number skipped since the last one taken (the queue's
