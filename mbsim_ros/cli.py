@@ -52,6 +52,14 @@ def cmd_run(args):
     if not transports:
         transports = [transport_for("none")]
     transport = transports[0] if len(transports) == 1 else FanoutTransport(transports)
+    try:
+        session = Session(sim, transport, config, log=lambda text: print(f"note: {text}", file=sys.stderr))
+    except BaseException:          # a bad devices:/emulate:/commands: entry: leave no bag behind
+        transport.close()
+        if args.bag:
+            import shutil
+            shutil.rmtree(args.bag, ignore_errors=True)     # created above by this run, still empty
+        raise
     steps = int(round(args.duration / sim.dt))
     rtf = config["real_time_factor"]
     print(f"simulating {', '.join(m.name for m in models)}: {sim.nv} DOF, {len(sim.devices)} sensors, "
@@ -63,10 +71,12 @@ def cmd_run(args):
     def progress(stats):
         bar.update(stats["steps"] - bar.n)
         bar.set_postfix_str(f"t={stats['sim_time']:.2f}s rtf={stats['rtf']:.2f}")
-    session = Session(sim, transport, config, log=lambda text: print(f"note: {text}", file=sys.stderr),
-                      progress=progress)
+    session.runner.progress = progress
+    hil = session.bridge.hil
+    hil_status = []
     try:
         stats = session.run(args.duration)
+        hil_status = hil.statuses() if hil is not None else []     # as the run ended, before the ports close
     finally:
         bar.close()
         session.close()
@@ -82,6 +92,18 @@ def cmd_run(args):
     for topic, v in sorted(transport.stats().items()):
         if v.get("direction", "out") == "out":
             print(f"  {topic:<44} {v['messages']:>7}  {v['type']}")
+    if hil_status:
+        print("hardware in the loop:")
+        for name, level, message, values in hil_status:
+            faults = ", ".join(f"{k[6:]} {v}" for k, v in values.items() if k.startswith("fault_")) or "no faults"
+            if name.startswith("mbsim: device "):
+                detail = (f"{values['received']} samples received, {values['published']} published, "
+                          f"{values['superseded']} superseded")
+            elif name.startswith("mbsim: emulate "):
+                detail = f"{values['frames']} frames written, {values['dropped']} dropped, {values['replies']} replies"
+            else:
+                detail = f"{values['lines']} lines, {values['commands']} commands"
+            print(f"  {name[7:]}: {message}; {detail}; {faults}")
     if args.bag:
         print(f"wrote bag {args.bag}")
     return 0

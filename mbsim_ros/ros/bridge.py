@@ -7,6 +7,9 @@ Topics (NS = the namespace, by default the first model's name):
   image_raw, camera_info, depth/image_raw, depth/camera_info, points; /tf, /tf_static, /clock,
   /diagnostics. Inputs: NS/joint_commands (JointState: effort, or position/velocity tracked by
   PD gains), NS/joint_efforts (Float64MultiArray, every DOF in model order).
+Hardware in the loop (ros/hil.py): a sensor with a real device keeps its topic, which carries
+the device's values, and gets NS/<sensor>/sim with the simulated ones; emulated sensors are
+written to serial ports; joint commands also come from serial ports.
 TF: frame ids are the model's link names (with the frame prefix); a floating base is odom ->
 root link with a static world -> odom; other roots hang from world; fixed joints, sensor
 frames, camera optical frames and range laser frames are static. A moving joint with a
@@ -27,6 +30,8 @@ from ..formats import to_urdf
 from ..formats.urdf import joint_frame_links
 from ..model import sensor_ros_frames
 from ..model.transforms import inverse_transform
+from ..sensors import Reading
+from . import hil
 from . import messages as msg
 from .qos import CLOCK, DEFAULT, LATCHED, SENSOR, TF
 
@@ -133,6 +138,9 @@ class Bridge:
         self._last = {}
         self.pubs = {}
         self.errors = []
+        self.hil = None
+        if hil.configured(config):
+            self.hil = hil.Hil(sim, config, self)
 
     # -- layout -----------------------------------------------------------------------------
     def frame(self, name):
@@ -178,7 +186,8 @@ class Bridge:
         # accelerometer + gyro pairs merged into one Imu per link (same pose only)
         self.merged = {}
         if self.config.get("merge_imu"):
-            devs = list(sim.devices.values())
+            real = set(self.config.get("devices") or {})     # keep their own topics (and /sim)
+            devs = [d for d in sim.devices.values() if d.name not in real]
             for a in (d for d in devs if d.kind == "accelerometer"):
                 g = next((d for d in devs if d.kind == "gyro" and d.link == a.link and d.rate == a.rate
                           and d.delay == a.delay and np.allclose(d.sensor.pose, a.sensor.pose)), None)
@@ -224,6 +233,8 @@ class Bridge:
                     adv[dev.name + "/depth/camera_info"] = t.advertise(self.topic(dev.name, "depth/camera_info"), msg.CAMERA_INFO, SENSOR)
                     if dev.points:
                         adv[dev.name + "/points"] = t.advertise(self.topic(dev.name, "points"), msg.POINT_CLOUD2, SENSOR)
+            if self.hil is not None and dev.name in self.hil.sources:   # the simulated value beside the real one
+                adv[dev.name + "/sim"] = t.advertise(self.topic(dev.name, "sim"), adv[dev.name].typename, SENSOR)
         # latched once: descriptions and the static TF tree
         stamp = sim.t
         for k, model in enumerate(sim.models):
@@ -232,7 +243,14 @@ class Bridge:
                   msg.to_nanoseconds(stamp))
         t.subscribe(self.topic("joint_commands"), msg.JOINT_STATE, self._on_joint_commands)
         t.subscribe(self.topic("joint_efforts"), msg.FLOAT64_MULTI_ARRAY, self._on_joint_efforts)
+        if self.hil is not None:
+            self.hil.start(t)
         self.on_step(sim)              # the initial state at t
+
+    def close(self):
+        """Stop what start() started besides the transport (serial ports and their threads)."""
+        if self.hil is not None:
+            self.hil.close()
 
     def _report(self, error):
         if error:
@@ -255,6 +273,9 @@ class Bridge:
         t = sim.t
         work = []
         rates = self.rates
+        hil_ = self.hil
+        if hil_ is not None:
+            hil_.clock.tick(t)
         if rates["clock_rate"].due(t):
             work.append(("clock", t))
         if rates["joint_state_rate"].due(t):
@@ -275,8 +296,16 @@ class Bridge:
                     topic, acc, gyro = self.merged[name]
                     if name == acc.name:         # both sample together: one Imu per instant
                         work.append(("imu", topic, acc, gyro, r, readings.get(gyro.name)))
+                elif hil_ is not None and name in hil_.sources:
+                    dev = sim.devices[name]
+                    work.append(("reading", dev, r, "/sim"))
+                    real = hil_.real_value(name, r, t)
+                    if real is not None:
+                        work.append(("reading", dev, Reading(r.stamp, r.frame, real), ""))
                 else:
-                    work.append(("reading", sim.devices[name], r))
+                    work.append(("reading", sim.devices[name], r, ""))
+                if hil_ is not None and name in hil_.emulators:
+                    hil_.emulators[name].submit(r.values, r.stamp, name)
         if rates["diagnostics_rate"].due(t):
             work.append(("diagnostics", t, self.runner_stats()))
         if work:
@@ -297,7 +326,7 @@ class Bridge:
             elif kind == "tf":
                 self._send("tf", msg.tf_message(item[1]), item[1][0][0])
             elif kind == "reading":
-                self._write_reading(item[1], item[2])
+                self._write_reading(item[1], item[2], item[3])
             elif kind == "imu":
                 _, topic, acc, gyro, ra, rg = item
                 g = rg.values if rg is not None and abs(rg.stamp - ra.stamp) < 1e-9 else None
@@ -306,16 +335,17 @@ class Bridge:
             elif kind == "diagnostics":
                 self._send("diagnostics", msg.diagnostics(item[1], self._statuses(item[2])), item[1])
 
-    def _write_reading(self, dev, r):
-        frame, stamp = self.frame(r.frame), r.stamp
+    def _write_reading(self, dev, r, suffix=""):
+        """suffix: "" for the sensor's topic, "/sim" for the simulated value beside a real device."""
+        frame, stamp, key = self.frame(r.frame), r.stamp, dev.name + suffix
         if dev.kind == "accelerometer":
-            self._send(dev.name, msg.imu(stamp, frame, accel=r.values, accel_variance=dev.variance), stamp)
+            self._send(key, msg.imu(stamp, frame, accel=r.values, accel_variance=dev.variance), stamp)
         elif dev.kind == "gyro":
-            self._send(dev.name, msg.imu(stamp, frame, gyro=r.values, gyro_variance=dev.variance), stamp)
+            self._send(key, msg.imu(stamp, frame, gyro=r.values, gyro_variance=dev.variance), stamp)
         elif dev.kind == "force":
-            self._send(dev.name, msg.wrench(stamp, frame, r.values), stamp)
+            self._send(key, msg.wrench(stamp, frame, r.values), stamp)
         elif dev.kind == "range":
-            self._send(dev.name, msg.laser_scan(stamp, frame, r.values, dev.angle_min, dev.angle_increment,
+            self._send(key, msg.laser_scan(stamp, frame, r.values, dev.angle_min, dev.angle_increment,
                                                 dev.angle_max, dev.range_min, dev.range_max, dev.scan_time), stamp)
         elif dev.kind == "camera":
             info = msg.camera_info(stamp, frame, dev.width, dev.height, dev.fx, dev.fy, dev.cx, dev.cy)
@@ -343,4 +373,6 @@ class Bridge:
             sat = getattr(r, "saturated", False)
             out.append((f"mbsim: {name}", 1 if sat else 0, "saturated" if sat else "ok",
                         {"kind": dev.kind, "rate": f"{dev.rate:g}", "stamp": f"{r.stamp:.6f}"}))
+        if self.hil is not None:
+            out += self.hil.statuses()
         return out

@@ -29,6 +29,9 @@ DEFAULTS = {
     "merge_imu": False,             # one Imu per link from its accelerometer + gyro
     "pd_gains": {"default": [100.0, 10.0]},   # joint_commands position/velocity tracking: [kp, kd]
     "sensors": {},                  # per sensor: rate, delay, saturate, noise, enabled, points
+    "devices": {},                  # per sensor: its real device (hardware in the loop, config/hil.yaml)
+    "emulate": {},                  # per sensor: a serial port to write it to in a device protocol
+    "commands": {},                 # joint commands read from a serial port (csv lines)
 }
 CHOICES = {"integrator": ("semi-implicit-euler", "rk4"), "contact": ("lcp", "penalty", "none"),
            "catch_up": ("compensatory", "conservative")}
@@ -84,6 +87,9 @@ def _check(key, value, where):
         if key in CHOICES and value not in CHOICES[key]:
             raise ConfigError(f"{where}: {key} must be one of {', '.join(CHOICES[key])}, got {value!r}")
         return value
+    if key in ("devices", "emulate", "commands"):
+        from ..hil.config import check_section
+        return check_section(key, value, where)
     if not isinstance(value, dict):
         raise ConfigError(f"{where}: {key} must be a mapping, got {value!r}")
     if key == "pd_gains":

@@ -186,6 +186,7 @@ class DdsTransport(Transport):
     """
 
     kind = "dds"
+    receives = True
 
     def __init__(self, domain_id: int | None = None, env=None, raw: bool | None = None):
         super().__init__()

@@ -6,6 +6,9 @@ Parameters (declared, with these defaults): model "", config "", dt 0.001, real_
 catch_up "compensatory", seed 0, frame_prefix "", joint_state_rate 100.0, tf_rate 100.0,
 hold 2000.0. A parameter left at its default does not override the config file's value.
 Topic namespace: the node's namespace, or the first model's name when the node has none.
+Services: pause (std_srvs/SetBool), step and reset (std_srvs/Trigger); for each sensor with a
+real device (the config's devices: section) NS/<sensor>/set_source (std_srvs/SetBool: true puts
+the real device on the sensor's topic, false the simulation; the response's message says which).
 """
 from __future__ import annotations
 
@@ -26,6 +29,19 @@ def config_from_parameters(values: dict, namespace: str) -> dict:
     if ns:
         overrides["namespace"] = ns.replace("/", "_")
     return load_config(values.get("config") or None, overrides)
+
+
+def set_source_service(session, sensor: str):
+    """The std_srvs/SetBool callback of NS/<sensor>/set_source: request.data true = the real
+    device, false = the simulation; success False (and why) for a sensor without a device."""
+    def callback(request, response):
+        try:
+            response.message = session.set_source(sensor, "real" if request.data else "sim")
+            response.success = True
+        except ValueError as e:
+            response.success, response.message = False, str(e)
+        return response
+    return callback
 
 
 def main(args=None):
@@ -54,7 +70,13 @@ def main(args=None):
         node.destroy_node()
         rclpy.try_shutdown()
         sys.exit(2)
-    session = Session(sim, RclpyTransport(node), config, log=log.warning)
+    try:
+        session = Session(sim, RclpyTransport(node), config, log=log.warning)
+    except ConfigError as e:          # devices:/emulate:/commands: checked against the world
+        log.error(str(e))
+        node.destroy_node()
+        rclpy.try_shutdown()
+        sys.exit(2)
     runner = session.runner
 
     def pause(request, response):
@@ -78,6 +100,8 @@ def main(args=None):
     node.create_service(SetBool, "pause", pause)
     node.create_service(Trigger, "step", step)
     node.create_service(Trigger, "reset", reset)
+    for name in (session.bridge.hil.sources if session.bridge.hil is not None else ()):
+        node.create_service(SetBool, session.bridge.topic(name, "set_source"), set_source_service(session, name))
     log.info(f"simulating {', '.join(m.name for m in models)} at real-time factor "
              f"{config['real_time_factor']:g}; topics under {session.bridge.ns}")
     runner.start()

@@ -20,6 +20,7 @@ class RclpyTransport(Transport):
     node "mbsim" spun by an own thread (and rclpy initialized/shut down here if it was not)."""
 
     kind = "rclpy"
+    receives = True
 
     def __init__(self, node=None, node_name: str = "mbsim"):
         try:

@@ -113,6 +113,7 @@ class Runner:
         self._thread = None
         self._thread_error = None
         self._physics_ident = None
+        self._pace = None            # (wall time of the pacing reference, simulation time there)
         self._lateness = np.zeros(int(jitter_window))
         self._window = np.zeros((11, 2))   # (active wall, paced steps) every 0.1 s: ~1 s window
         self._clear_stats(time.perf_counter())
@@ -140,6 +141,18 @@ class Runner:
     def paused(self) -> bool:
         """Whether a pause is in effect (requested); the loop parks at the next step boundary."""
         return self._paused
+
+    def sim_time(self, wall: float | None = None) -> float:
+        """The simulation time the pacing schedule assigns to wall-clock instant `wall`
+        (time.perf_counter(); default now): ref_t + (wall - ref) * rtf, with the reference of
+        the current paced run. Ahead of sim.t while the loop catches up after a stall. Not
+        paced (rtf 0, paused, not running): sim.t. Any thread."""
+        pace = self._pace
+        if pace is None or self.rtf == 0 or self._paused or not self._running:
+            return float(self.sim.t)
+        if wall is None:
+            wall = time.perf_counter()
+        return pace[1] + (wall - pace[0]) * self.rtf
 
     def pause(self, wait: bool = False, timeout: float | None = None) -> bool:
         """Pause at the next step boundary. wait=True blocks until the loop has parked (or is
@@ -308,6 +321,7 @@ class Runner:
         nwin = len(window)
 
         ref = perf()          # pacing reference: wall time of step k = ref + k * period
+        self._pace = (ref, sim.t)
         k = 0                 # steps since the reference
         next_tick = ref + 0.1
         window[0] = (0.0, 0)
@@ -320,6 +334,7 @@ class Runner:
                 if rereference:
                     ref = perf()
                     k = 0
+                    self._pace = (ref, sim.t)
             if remaining is not None:
                 if remaining <= 0:
                     if paced:      # end when the wall clock reaches the sim time stepped to
@@ -349,6 +364,7 @@ class Runner:
                     self._overruns += 1
                     if conservative:
                         ref += late
+                        self._pace = (ref, self._pace[1])
                         self._dropped += late
                 late_buf[self._nlate % late_size] = late
                 self._nlate += 1

@@ -29,6 +29,8 @@ class Session:
         self.bridge = Bridge(sim, transport, config, publish=self.publisher.submit if self.publisher else None,
                              submit=self.runner.submit, log=log)
         self.bridge.runner_stats = self.runner.stats
+        if self.bridge.hil is not None:     # devices' arrival stamps: the runner's wall -> simulation clock
+            self.bridge.hil.clock.schedule = self.runner.sim_time
         self.runner.on_step = self.bridge.on_step
         self.bridge.start()
 
@@ -36,10 +38,20 @@ class Session:
         return self.runner.run(duration)
 
     def close(self):
-        """Flush what is queued, then close the transport (a bag writes its summary here)."""
+        """Close the serial ports (hardware in the loop), flush what is queued, then close the
+        transport (a bag writes its summary here)."""
+        self.bridge.close()
         if self.publisher is not None:
             self.publisher.close()
         self.transport.close()
+
+    def set_source(self, sensor: str, source: str) -> str:
+        """Put sensor's real device ("real") or the simulation ("sim") on its topic (a sensor
+        with a devices: entry); returns what the topic now carries. ValueError for a sensor
+        without a real device or an unknown source."""
+        if self.bridge.hil is None:
+            raise ValueError("set_source: the configuration has no devices: section")
+        return self.bridge.hil.set_source(sensor, source)
 
     def dropped(self):
         return self.publisher.dropped if self.publisher is not None else 0

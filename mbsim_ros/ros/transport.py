@@ -88,6 +88,7 @@ class Transport:
     `_advertise`, `publish`, `_subscribe`, `_close` and may override `subscriber_count`."""
 
     kind = "base"
+    receives = False           # whether subscriptions can fire (live transports)
 
     def __init__(self):
         self._publishers: dict[str, Publisher] = {}
@@ -200,6 +201,10 @@ class FanoutTransport(Transport):
 
     kind = "fanout"
 
+    @property
+    def receives(self):
+        return any(t.receives for t in self.transports)
+
     def __init__(self, transports):
         super().__init__()
         self.transports = list(transports)
@@ -216,7 +221,7 @@ class FanoutTransport(Transport):
         handle.bytes += len(data)
 
     def _subscribe(self, sub):
-        live = [t for t in self.transports if t.kind in ("dds", "rclpy")]
+        live = [t for t in self.transports if t.receives]
         return [t.subscribe(sub.topic, sub.typename, sub.deliver, sub.qos) for t in live]
 
     def subscriber_count(self, handle: Publisher) -> int:
