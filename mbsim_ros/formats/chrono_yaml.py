@@ -725,6 +725,9 @@ class _Builder:
         if ctype is not None:
             self.edges.append(_Edge(name, w, ctype, b1, b2, F, "motor", order=len(self.edges)))
         T1, T2 = self.bodies[b1].T, self.bodies[b2].T
+        if actuation == "POSITION" and function.kind != "input" and abs(function(0.0)) > 1e-12:
+            r.warn(f"{w}.actuation_function", f"position motor {name!r} starts at f(0) = {function(0.0):.6g}, not 0: "
+                                              "the bodies start away from its target and are pulled onto it")
         self.model.report.append(("motor", name, f"{kind} {actuation} {guide} between {b1!r} (driven) and {b2!r}"))
         # Chrono drives body1 relative to body2; the Model drives link2 relative to link1
         return Motor(name, kind.lower(), b2, inverse_transform(T2) @ F, b1, inverse_transform(T1) @ F,
@@ -913,6 +916,9 @@ class _Builder:
         b1, b2 = self._named(c, "body1", w), self._named(c, "body2", w)
         T1, T2 = self.bodies[b1].T, self.bodies[b2].T
         p1, p2 = r.vector(c, "point1", w), r.vector(c, "point2", w)
+        if self.bodies[b1].fixed and self.bodies[b2].fixed:
+            r.warn(w, f"constraint {name!r} joins two fixed bodies ({b1!r}, {b2!r}): it constrains nothing; dropped")
+            return
         params = {"chrono": ctype}
         axis = np.array([0.0, 0.0, 1.0])
         if ctype == "DISTANCE":

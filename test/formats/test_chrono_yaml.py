@@ -493,6 +493,9 @@ def test_functions(tmp_path):
     # repeat: f(start + mod(t + shift, width))
     assert f["rep"](0.25) == pytest.approx(1.5) and f["rep"](0.75) == pytest.approx(0.5) and f["rep"](3.75) == pytest.approx(0.5)
     assert isinstance(f["rep"], Function)
+    # position motors whose function is not 0 at t = 0 are said (Chrono snaps the bodies onto it)
+    assert sum("position motor 'sine' starts at f(0) = 2.25" in w for w in model.warnings) == 1
+    assert not any("'ramp'" in w or "'const'" in w for w in model.warnings)
 
 
 def test_own_model_files_load():
