@@ -25,8 +25,8 @@ What the Model gets:
   child frame); a fixed body a fixed joint `<body>_fixed`.
 - The other edges become LoopConstraints: LOCK weld, SPHERICAL ball, REVOLUTE hinge,
   UNIVERSAL ball + point_plane (axis1 on body1 stays normal to axis2 on body2), PRISMATIC
-  point_line + point_line + point_plane (two points of body2 on body1's line, a third off the
-  line in body1's plane), motor spindle CYLINDRICAL point_line x 2, guide SPHERICAL point_line.
+  point_line + orientation, motor spindle CYLINDRICAL point_line + parallel, guide SPHERICAL
+  point_line.
   POINT_LINE and POINT_PLANE are always loop constraints (a point of body1 on body2's line or
   plane). Chrono gives these two an identity frame: the line along the global x axis, the
   plane normal to the global z axis at the start; an `axis` in the file is used instead (the
@@ -264,10 +264,10 @@ def _show(value):
 
 
 def _frame_z(z):
-    """A rotation whose z column is the unit vector z (x, y any right-handed completion)."""
-    e = np.array([1.0, 0.0, 0.0]) if abs(z[0]) < 0.9 else np.array([0.0, 1.0, 0.0])
-    x = np.cross(e, z)
-    x -= z * x.dot(z)
+    """A rotation whose z column is the unit vector z; x is the world axis least along z made
+    normal to it, so z = (0, 0, 1) gives the identity."""
+    e = np.eye(3)[int(np.argmin(np.abs(z)))]
+    x = e - z * e.dot(z)
     x /= np.linalg.norm(x)
     return np.column_stack([x, np.cross(z, x), z])
 
@@ -890,12 +890,9 @@ class _Builder:
             kinds = [loop("ball", b1, T1, p, b2, T2, p),
                      loop("point_plane", b1, T1, p, b2, T2, p + L * y, axis=x)]
         elif e.ctype == "PRISMATIC":
-            kinds = [loop("point_line", b1, T1, p, b2, T2, p),
-                     loop("point_line", b1, T1, p, b2, T2, p + L * z),
-                     loop("point_plane", b1, T1, p + L * x, b2, T2, p + L * x, axis=y)]
+            kinds = [loop("point_line", b1, T1, p, b2, T2, p), loop("orientation", b1, T1, p, b2, T2, p)]
         elif e.ctype == "CYLINDRICAL":
-            kinds = [loop("point_line", b1, T1, p, b2, T2, p),
-                     loop("point_line", b1, T1, p, b2, T2, p + L * z)]
+            kinds = [loop("point_line", b1, T1, p, b2, T2, p), loop("parallel", b1, T1, p, b2, T2, p)]
         elif e.ctype == "GUIDE_SPHERICAL":
             kinds = [loop("point_line", b1, T1, p, b2, T2, p)]
         elif e.ctype == "POINT_LINE":     # body1's point on body2's line (Chrono's x axis)
