@@ -152,7 +152,7 @@ def test_each_motor_kind_tracks_its_function():
     # step: the rectangle rule's dt |f(t) - f(0)| / 2 (2e-4 rad here) plus 1e-6 of rounding
     sum_tol = sim.dt * 4.0 / 2 + 1e-6
     assert q_of(sim, model, "speed") == pytest.approx(sim.t ** 2, abs=sum_tol)
-    s = integral(lambda x: np.vectorize(motors["linear_speed"].function)(x), sim.t)
+    s = integral(motors["linear_speed"].function, sim.t)
     assert q_of(sim, model, "linear_speed") == pytest.approx(s, abs=sum_tol)
     # the world poses: the linear position motor moves along (1, 0, 1)/sqrt(2) keeping its pitch
     T = sim.link_transforms()["slider_position"]
@@ -219,25 +219,29 @@ def test_slider_crank_follows_its_motor_and_the_crank_slider_relation():
     model = load(shared_model("chrono_yaml", "mbs", "mbs.yaml"))
     (motor,) = model.motors
     (loop,) = model.constraints
-    sim = simulation(model)
+    sim = simulation(model)                # the solver file's 1e-4 s
     r, rod = 2.0, 4.0                      # crank radius (motor axis to the crank pin), rod length
-    f = np.vectorize(motor.function)
-    worst_angle = worst_slider = worst_loop = 0.0
+    f = motor.function
+    worst = dict(speed=0.0, angle=0.0, slider=0.0, loop=0.0)
     for _ in range(250):                   # 5 s in 20 ms samples
         sim.step(200)
         t = sim.t
-        # Chrono turns body1 (ground) relative to body2 (crank) at f: the crank turns by -int f about +y
-        theta = -integral(f, t, 4001)
+        # Chrono turns body1 (ground) relative to body2 (crank) at f: the crank turns at -f about +y
+        worst["speed"] = max(worst["speed"], abs(v_of(sim, model, "ground_crank") + f(t)))
         crank = q_of(sim, model, "ground_crank")
-        worst_angle = max(worst_angle, abs(crank - theta))
-        slider = sim.link_transforms()["slider"][0, 3]
-        worst_slider = max(worst_slider, abs(slider - (-r * math.cos(theta) + math.sqrt(rod ** 2 - (r * math.sin(theta)) ** 2))))
+        worst["angle"] = max(worst["angle"], abs(crank + integral(f, t, 4001)))
         poses = sim.link_transforms()
+        slider = poses["slider"][0, 3]
+        worst["slider"] = max(worst["slider"], abs(slider - (-r * math.cos(crank) + math.sqrt(rod ** 2 - (r * math.sin(crank)) ** 2))))
         pa = poses[loop.link1][:3, :3] @ loop.pos1 + poses[loop.link1][:3, 3]
         pb = poses[loop.link2][:3, :3] @ loop.pos2 + poses[loop.link2][:3, 3]
-        worst_loop = max(worst_loop, float(np.linalg.norm(pa - pb)))
-    assert worst_angle < 1e-4, worst_angle       # rad, the bound
-    assert worst_slider < 1e-4, worst_slider     # m
-    assert worst_loop < 1e-5, worst_loop         # m
+        worst["loop"] = max(worst["loop"], float(np.linalg.norm(pa - pb)))
+    assert worst["speed"] < 1e-4, worst        # rad/s: the speed motor follows its function
+    # rad: a first-order step holding the speed at the step's end integrates it by the rectangle
+    # rule, dt max|f| / 2 = 1.6e-4 rad behind the exact integral at 1e-4 s (Chrono's implicit Euler
+    # too); beyond that term the angle follows within 1e-5
+    assert worst["angle"] < sim.dt * 3.14 / 2 + 1e-5, worst
+    assert worst["slider"] < 1e-4, worst       # m: the analytic crank-slider relation
+    assert worst["loop"] < 1e-5, worst         # m: the spherical joint's loop closure
     # the DATA speed function over 5 s turns the crank 4 * 3.14 rad
     assert q_of(sim, model, "ground_crank") == pytest.approx(-4 * 3.14, abs=1e-3)
