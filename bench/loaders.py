@@ -29,7 +29,10 @@ def supported_extensions():
 
 
 def is_model(path):
-    """Inline parts of OpenHRP models are geometry, not models of their own."""
+    """Inline parts of OpenHRP models are geometry, not models of their own; Chrono YAML
+    solver and schema files are settings, not models (a model or simulation file has `model:`)."""
+    if path.suffix.lower() in (".yaml", ".yml"):
+        return "schema" not in path.name and any(line.startswith(b"model:") for line in path.read_bytes().splitlines())
     if path.suffix.lower() != ".wrl":
         return True
     text = path.read_bytes()

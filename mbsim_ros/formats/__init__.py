@@ -7,6 +7,8 @@ from ..model import Model, ModelError
 _LOADERS = {
     ".urdf": ("urdf", "load_urdf"),
     ".wrl": ("openhrp", "load_openhrp"),
+    ".yaml": ("chrono_yaml", "load_chrono_yaml"),
+    ".yml": ("chrono_yaml", "load_chrono_yaml"),
 }
 
 
