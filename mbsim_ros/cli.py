@@ -19,6 +19,9 @@ from .ros.world import DEFAULT_WORLD, hold_initial_pose  # noqa: F401 (the bundl
 from .ros.world import load_models as _load
 
 
+DEFAULT_DURATION = 5.0      # s, mbsim run when neither the user nor the model says
+
+
 def cmd_run(args):
     from tqdm import tqdm
     from .ros.bag import BagTransport
@@ -27,7 +30,7 @@ def cmd_run(args):
     from .ros.world import load_world
     from .ros.transport import FanoutTransport, transport_for
 
-    overrides = dict(model=",".join(args.models) or None, dt=args.dt, integrator=args.integrator,
+    overrides = dict(model=",".join(args.models) or None, dt=args.dt, duration=args.duration, integrator=args.integrator,
                      contact=args.contact, hold=args.hold, real_time_factor=args.rtf, seed=args.seed,
                      namespace=args.namespace, floating_base=True if args.floating_base else None)
     config = load_config(args.config, overrides)
@@ -60,10 +63,11 @@ def cmd_run(args):
             import shutil
             shutil.rmtree(args.bag, ignore_errors=True)     # created above by this run, still empty
         raise
-    steps = int(round(args.duration / sim.dt))
+    duration = config["duration"] or DEFAULT_DURATION
+    steps = int(round(duration / sim.dt))
     rtf = config["real_time_factor"]
     print(f"simulating {', '.join(m.name for m in models)}: {sim.nv} DOF, {len(sim.devices)} sensors, "
-          f"dt = {sim.dt:g} s, contact {sim.contact}, {args.duration:g} s ({steps} steps) at real-time factor {rtf:g}"
+          f"dt = {sim.dt:g} s, contact {sim.contact}, {duration:g} s ({steps} steps) at real-time factor {rtf:g}"
           f"{' (as fast as possible)' if rtf == 0 else ''}; topics on {args.transport}"
           f"{', recorded to ' + args.bag if args.bag else ''}")
     bar = tqdm(total=steps, unit="step", disable=args.quiet, mininterval=0.5)
@@ -75,7 +79,7 @@ def cmd_run(args):
     hil = session.bridge.hil
     hil_status = []
     try:
-        stats = session.run(args.duration)
+        stats = session.run(duration)
         hil_status = hil.statuses() if hil is not None else []     # as the run ended, before the ports close
     finally:
         bar.close()
@@ -222,7 +226,8 @@ def build_parser():
     sub = p.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="simulate a model (default: the bundled SR1 humanoid on a floor)")
     run.add_argument("models", nargs="*", help="model files (.wrl, .urdf); several make one world")
-    run.add_argument("--duration", type=float, default=5.0, help="simulated seconds (default 5)")
+    run.add_argument("--duration", type=float,
+                     help="simulated seconds (default: the model's end_time, else 5)")
     run.add_argument("--rtf", type=float, help="real-time factor (default 1; 0 = as fast as possible)")
     run.add_argument("--bag", metavar="DIR", help="also record every topic into this rosbag2 (MCAP) directory")
     run.add_argument("--compression", choices=["zstd"], help="bag storage compression")
@@ -231,9 +236,10 @@ def build_parser():
     run.add_argument("--config", metavar="YAML", help="run configuration (see config/sim.yaml)")
     run.add_argument("--namespace", help="topic namespace (default: the first model's name)")
     run.add_argument("--seed", type=int, help="sensor noise seed (default 0)")
-    run.add_argument("--dt", type=float, help="time step in seconds (default 0.001)")
+    run.add_argument("--dt", type=float, help="time step in seconds (default: the model's time_step, else 0.001)")
     run.add_argument("--integrator", choices=["semi-implicit-euler", "rk4"])
-    run.add_argument("--contact", choices=["lcp", "penalty", "none"], help="contact model (default lcp)")
+    run.add_argument("--contact", choices=["lcp", "penalty", "none"],
+                     help="contact model (default: the model's contact method, else lcp)")
     run.add_argument("--hold", type=float, metavar="K",
                      help="hold joints at their initial angles with springs of stiffness K "
                           "(N m/rad or N/m; default 2000; 0 = limp)")
@@ -273,7 +279,7 @@ def build_parser():
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    if getattr(args, "duration", 1.0) <= 0 or (getattr(args, "dt", None) or 1.0) <= 0:
+    if any(x is not None and x <= 0 for x in (getattr(args, "duration", None), getattr(args, "dt", None))):
         print("mbsim: --duration and --dt must be positive", file=sys.stderr)
         return 2
     try:

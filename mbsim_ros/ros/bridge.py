@@ -7,6 +7,13 @@ Topics (NS = the namespace, by default the first model's name):
   image_raw, camera_info, depth/image_raw, depth/camera_info, points; /tf, /tf_static, /clock,
   /diagnostics. Inputs: NS/joint_commands (JointState: effort, or position/velocity tracked by
   PD gains), NS/joint_efforts (Float64MultiArray, every DOF in model order).
+Actuators and inputs (when the models have them): NS/actuator_controls (JointState: name =
+actuator names, effort = their controls, e.g. OpenSim excitations; the actuator's force is gain *
+control), NS/inputs (JointState: name = input names, position = values, read by `input`
+functions: Chrono CONTROLLER functions); names not in the models are reported once and ignored;
+values hold until the next message. NS/actuator_controls/state (JointState, effort = the
+controls in force) at joint_state_rate. JointState because it is the standard message of named
+values (no new dependency; `ros2 topic pub` and rqt publish it).
 Hardware in the loop (ros/hil.py): a sensor with a real device keeps its topic, which carries
 the device's values, and gets NS/<sensor>/sim with the simulated ones; emulated sensors are
 written to serial ports; joint commands also come from serial ports.
@@ -134,6 +141,9 @@ class Bridge:
                       for key in ("joint_state_rate", "tf_rate", "clock_rate", "diagnostics_rate")}
         self._layout()
         self.controller = JointController(sim, self.dofs, config.get("pd_gains", {}))
+        self.actuator_names = list(sim.actuator_names)
+        self.input_names = list(sim.input_names)
+        self._reported = set()
         self.runner_stats = lambda: {}
         self._last = {}
         self.pubs = {}
@@ -208,6 +218,8 @@ class Bridge:
         adv["tf_static"] = t.advertise("/tf_static", msg.TF_MESSAGE, LATCHED)
         adv["diagnostics"] = t.advertise("/diagnostics", msg.DIAGNOSTIC_ARRAY, DEFAULT)
         adv["joint_states"] = t.advertise(self.topic("joint_states"), msg.JOINT_STATE, DEFAULT)
+        if self.actuator_names:
+            adv["actuator_controls/state"] = t.advertise(self.topic("actuator_controls", "state"), msg.JOINT_STATE, DEFAULT)
         for k, model in enumerate(sim.models):
             name = self.topic("robot_description") if k == 0 else self.topic(model.name, "robot_description")
             adv[f"robot_description/{k}"] = t.advertise(name, msg.STRING, LATCHED)
@@ -243,6 +255,10 @@ class Bridge:
                   msg.to_nanoseconds(stamp))
         t.subscribe(self.topic("joint_commands"), msg.JOINT_STATE, self._on_joint_commands)
         t.subscribe(self.topic("joint_efforts"), msg.FLOAT64_MULTI_ARRAY, self._on_joint_efforts)
+        if self.actuator_names:
+            t.subscribe(self.topic("actuator_controls"), msg.JOINT_STATE, self._on_actuator_controls)
+        if self.input_names:
+            t.subscribe(self.topic("inputs"), msg.JOINT_STATE, self._on_inputs)
         if self.hil is not None:
             self.hil.start(t)
         self.on_step(sim)              # the initial state at t
@@ -266,6 +282,36 @@ class Bridge:
         values = msg.decode_float64_array(data)
         self.submit(lambda: self._report(self.controller.efforts(values)))
 
+    def _on_actuator_controls(self, data):
+        cmd = msg.decode_joint_state(data)
+        self.submit(lambda: self._set_by_name("actuator_controls", "actuator", cmd.names, cmd.effort, "effort",
+                                              self.actuator_names, self.sim.set_control))
+
+    def _on_inputs(self, data):
+        cmd = msg.decode_joint_state(data)
+        self.submit(lambda: self._set_by_name("inputs", "input", cmd.names, cmd.position, "position",
+                                              self.input_names, self.sim.set_input))
+
+    def _set_by_name(self, topic, what, names, values, field, known, set_value):
+        """set_value(name, value) for each known name; a bad message or name is reported once."""
+        if len(values) != len(names):
+            self._report_once(f"{topic}: expected one {field} per name, got {len(names)} names and "
+                              f"{len(values)} {field} values; message ignored")
+            return
+        for name, value in zip(names, values):
+            if name not in known:
+                self._report_once(f"{topic}: no {what} named {name!r} (ignored); "
+                                  f"expected one of {', '.join(known)}")
+            elif not math.isfinite(value):
+                self._report_once(f"{topic}: {name} = {value} is not a finite number (ignored)")
+            else:
+                set_value(name, float(value))
+
+    def _report_once(self, error):
+        if error not in self._reported:
+            self._reported.add(error)
+            self._report(error)
+
     # -- every step -------------------------------------------------------------------------
     def on_step(self, sim):
         """After a step: collect what is due (copies of the state, new readings) in the physics
@@ -281,6 +327,8 @@ class Bridge:
         if rates["joint_state_rate"].due(t):
             work.append(("joint_states", t, sim.q[self.dof_q].copy(), sim.v[self.dof_v].copy(),
                          sim.tau[self.dof_v].copy()))
+            if self.actuator_names:
+                work.append(("actuator_controls", t, sim.controls))
         if self.moving and rates["tf_rate"].due(t):
             T = sim.link_transforms()
             edges = []
@@ -323,6 +371,9 @@ class Bridge:
             elif kind == "joint_states":
                 _, t, q, v, tau = item
                 self._send("joint_states", msg.joint_state(t, self.dof_names, q, v, tau), t)
+            elif kind == "actuator_controls":
+                _, t, controls = item
+                self._send("actuator_controls/state", msg.joint_state(t, self.actuator_names, effort=controls), t)
             elif kind == "tf":
                 self._send("tf", msg.tf_message(item[1]), item[1][0][0])
             elif kind == "reading":
@@ -367,6 +418,8 @@ class Bridge:
         if rtf is not None and rtf_target > 0 and rtf < 0.9 * rtf_target:
             level, message = 1, f"slower than real time x{rtf_target:g}"
         values = {k: f"{v:.4g}" if isinstance(v, float) else str(v) for k, v in stats.items()}
+        if self.actuator_names:
+            values["actuators_enabled"] = str(self.sim.actuators_enabled).lower()
         out = [("mbsim: simulation", level, message, values)]
         for name, r in list(self._last.items()):
             dev = self.sim.devices[name]

@@ -13,9 +13,10 @@ from ..model import ConfigError
 DEFAULTS = {
     "model": "",                    # model file(s), comma-separated; "" = the bundled SR1 world
     "floating_base": False,         # URDF: give the root link a free joint
-    "dt": 0.001,                    # physics step (s)
+    "dt": None,                     # physics step (s); None = the model's time_step, else 0.001
+    "duration": None,               # simulated seconds; None = the model's end_time, else 5 (run) / no end (node)
     "integrator": "semi-implicit-euler",
-    "contact": "lcp",               # lcp | penalty | none
+    "contact": "",                  # lcp | penalty | none; "" = the model's contact method, else lcp
     "hold": 2000.0,                 # joint springs holding the initial pose (0: off)
     "real_time_factor": 1.0,        # 0 = as fast as possible
     "catch_up": "compensatory",     # compensatory | conservative
@@ -32,9 +33,12 @@ DEFAULTS = {
     "devices": {},                  # per sensor: its real device (hardware in the loop, config/hil.yaml)
     "emulate": {},                  # per sensor: a serial port to write it to in a device protocol
     "commands": {},                 # joint commands read from a serial port (csv lines)
+    "actuators_enabled": True,      # the models' actuators on (sim.actuators_enabled)
 }
 CHOICES = {"integrator": ("semi-implicit-euler", "rk4"), "contact": ("lcp", "penalty", "none"),
            "catch_up": ("compensatory", "conservative")}
+# left open (None / ""), these come from the models' settings (world.apply_model_settings)
+FROM_MODEL = ("dt", "duration", "contact")
 
 
 def load_config(path=None, overrides=None) -> dict:
@@ -74,18 +78,22 @@ def _check(key, value, where):
         if not isinstance(value, bool):
             raise ConfigError(f"{where}: {key} must be true or false, got {value!r}")
         return value
-    if isinstance(default, (int, float)):
+    if key in FROM_MODEL and value is None:
+        return default
+    if isinstance(default, (int, float)) or default is None:
         try:
             x = float(value)
         except (TypeError, ValueError):
             raise ConfigError(f"{where}: {key} must be a number, got {value!r}") from None
-        if not math.isfinite(x) or x < 0 or (x == 0 and key.endswith(("_rate", "dt"))):
-            raise ConfigError(f"{where}: {key} must be a finite number {'> 0' if key.endswith(('_rate', 'dt')) else '>= 0'}, got {value!r}")
+        positive = key.endswith("_rate") or key in FROM_MODEL
+        if not math.isfinite(x) or x < 0 or (x == 0 and positive):
+            raise ConfigError(f"{where}: {key} must be a finite number {'> 0' if positive else '>= 0'}, got {value!r}")
         return int(x) if key == "seed" else x
     if isinstance(default, str):
         value = "" if value is None else str(value)
-        if key in CHOICES and value not in CHOICES[key]:
-            raise ConfigError(f"{where}: {key} must be one of {', '.join(CHOICES[key])}, got {value!r}")
+        if key in CHOICES and value not in CHOICES[key] and not (value == "" and key in FROM_MODEL):
+            open_ = ' (or "" for the model\'s)' if key in FROM_MODEL else ""
+            raise ConfigError(f"{where}: {key} must be one of {', '.join(CHOICES[key])}{open_}, got {value!r}")
         return value
     if key in ("devices", "emulate", "commands"):
         from ..hil.config import check_section

@@ -4,7 +4,10 @@ reset / pause / step. Everything below it (Session, Bridge, Runner) is what `mbs
 
 Parameters (declared, with these defaults): model "", config "", dt 0.001, real_time_factor 1.0,
 catch_up "compensatory", seed 0, frame_prefix "", joint_state_rate 100.0, tf_rate 100.0,
-hold 2000.0. A parameter left at its default does not override the config file's value.
+hold 2000.0. A parameter left at its default does not override the config file's value (dt
+left at 0.001: the config's, else the model's time_step, else 0.001).
+A duration (the config's, else the model's end_time) pauses the simulation there; the pause
+service (false) goes on past it.
 Topic namespace: the node's namespace, or the first model's name when the node has none.
 Services: pause (std_srvs/SetBool), step and reset (std_srvs/Trigger); for each sensor with a
 real device (the config's devices: section) NS/<sensor>/set_source (std_srvs/SetBool: true puts
@@ -19,7 +22,7 @@ from .config import DEFAULTS, load_config
 
 PARAMETERS = ("model", "config", "dt", "real_time_factor", "catch_up", "seed", "frame_prefix",
               "joint_state_rate", "tf_rate", "hold")
-PARAMETER_DEFAULTS = dict({k: DEFAULTS[k] for k in PARAMETERS if k in DEFAULTS}, config="")
+PARAMETER_DEFAULTS = dict({k: DEFAULTS[k] for k in PARAMETERS if k in DEFAULTS}, config="", dt=0.001)
 
 
 def config_from_parameters(values: dict, namespace: str) -> dict:
@@ -93,7 +96,7 @@ def main(args=None):
         return response
 
     def reset(request, response):
-        runner.reset()
+        session.reset()
         response.success, response.message = True, "reset to t = 0"
         return response
 
@@ -102,8 +105,12 @@ def main(args=None):
     node.create_service(Trigger, "reset", reset)
     for name in (session.bridge.hil.sources if session.bridge.hil is not None else ()):
         node.create_service(SetBool, session.bridge.topic(name, "set_source"), set_source_service(session, name))
+    if config["duration"] is not None:
+        session.pause_at(config["duration"])
     log.info(f"simulating {', '.join(m.name for m in models)} at real-time factor "
-             f"{config['real_time_factor']:g}; topics under {session.bridge.ns}")
+             f"{config['real_time_factor']:g}, dt {sim.dt:g} s"
+             f"{'' if config['duration'] is None else ', pausing at t = %g s' % config['duration']}; "
+             f"topics under {session.bridge.ns}")
     runner.start()
     try:
         rclpy.spin(node)

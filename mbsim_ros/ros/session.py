@@ -7,9 +7,14 @@ from .runner import AsyncPublisher, Runner
 
 
 def simulation(models, config):
+    """The Simulation a configuration asks for (dt and contact as world.load_world filled them
+    in; left open, 0.001 s and the models' contact method)."""
     from ..sensors import Simulation
-    return Simulation(models, dt=config["dt"], integrator=config["integrator"], contact=config["contact"],
-                      seed=config["seed"], sensors=config["sensors"])
+    from .world import DEFAULT_DT
+    sim = Simulation(models, dt=config["dt"] or DEFAULT_DT, integrator=config["integrator"],
+                     contact=config["contact"] or None, seed=config["seed"], sensors=config["sensors"])
+    sim.actuators_enabled = config["actuators_enabled"]
+    return sim
 
 
 class Session:
@@ -36,6 +41,24 @@ class Session:
 
     def run(self, duration=None):
         return self.runner.run(duration)
+
+    def reset(self):
+        """Back to t = 0 between steps (Runner.reset), with the configuration's actuator switch
+        again (sim.reset turns the actuators on)."""
+        self.runner.reset()
+        self.runner.submit(lambda: setattr(self.sim, "actuators_enabled", self.config["actuators_enabled"]))
+
+    def pause_at(self, t_end):
+        """Pause the runner when the simulation reaches t_end (the step nearest it), each time it
+        gets there (again after a reset); resume() goes on past it."""
+        step, dt = self.runner.on_step, self.sim.dt
+        k_end = int(round(t_end / dt))
+
+        def on_step(sim):
+            step(sim)
+            if int(round(sim.t / dt)) == k_end:
+                self.runner.pause()
+        self.runner.on_step = on_step
 
     def close(self):
         """Close the serial ports (hardware in the loop), flush what is queued, then close the

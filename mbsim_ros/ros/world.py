@@ -27,11 +27,43 @@ def load_models(paths, floating_base=False):
 
 
 def load_world(config):
-    """(models, notes): the configured models, with joints held by springs when hold > 0."""
+    """(models, notes): the configured models, with joints held by springs when hold > 0;
+    config's dt, duration and contact filled in from the models' settings (apply_model_settings)."""
     models, notes = load_models(model_paths(config), config["floating_base"])
     if config["hold"] > 0:
         hold_initial_pose(models, config["hold"])
-    return models, notes
+    return models, notes + apply_model_settings(config, models)
+
+
+DEFAULT_DT = 0.001
+
+
+def apply_model_settings(config, models):
+    """Fill config's dt, duration and contact where the configuration leaves them open (None,
+    "") from the first model that says (Model.settings time_step and end_time, as Chrono YAML
+    files carry them; Model.contact_method); dt falls back to DEFAULT_DT, contact to lcp, duration
+    stays None (the caller's default). A value the user gave wins. Returns notes saying which
+    value is used wherever a model has one."""
+    def setting(name):
+        return lambda m: (getattr(m, "settings", None) or {}).get(name)
+    notes = []
+    for key, what, get in (("dt", "time_step", setting("time_step")), ("duration", "end_time", setting("end_time")),
+                           ("contact", "contact method", lambda m: getattr(m, "contact_method", None))):
+        found = next(((m.name, get(m)) for m in models if get(m)), None)
+        if found is None:
+            continue
+        name, value = found
+        unit = "" if key == "contact" else " s"
+        if config[key] in (None, ""):
+            config[key] = value if key == "contact" else float(value)
+            notes.append(f"{key} {config[key]}{unit}: model {name}'s {what}")
+        else:
+            notes.append(f"{key} {config[key]}{unit} as given (model {name}'s {what} {value}{unit} not used)")
+    if config["dt"] is None:
+        config["dt"] = DEFAULT_DT
+    if not config["contact"]:
+        config["contact"] = "lcp"
+    return notes
 
 
 def hold_initial_pose(models, stiffness):
