@@ -27,11 +27,14 @@ def load_models(paths, floating_base=False):
 
 
 def load_world(config):
-    """(models, notes): the configured models, with joints held by springs when hold > 0;
+    """(models, notes): the configured models, with joints held by springs when hold > 0 (not
+    those with actuators or motors: springs would fight them);
     config's dt, duration and contact filled in from the models' settings (apply_model_settings)."""
     models, notes = load_models(model_paths(config), config["floating_base"])
     if config["hold"] > 0:
-        hold_initial_pose(models, config["hold"])
+        driven = [m for m in models if m.actuators or m.motors]
+        hold_initial_pose([m for m in models if m not in driven], config["hold"])
+        notes += [f"{m.name}: joints not held (it has actuators or motors of its own)" for m in driven]
     return models, notes + apply_model_settings(config, models)
 
 
