@@ -643,9 +643,10 @@ class _Builder:
         self.name_coordinates(joints)
         self.joints = {j.name: j for j in joints}
         self.link_of = {}           # body name -> Link
+        self.model_joints = {}      # joint name -> Joint
         for body_el in self.bodies.values():
             self.add_link(body_el)
-        ground = Link(_unique_name("ground", set(self.bodies)))
+        ground = self.ground = Link(_unique_name("ground", set(self.bodies)))
         self.ground_link = ground.name
         for info in joints:
             model.add_joint(self.make_joint(info))
@@ -1070,6 +1071,7 @@ class _Builder:
                               **extra, **kw)
             except ModelError as exc:
                 raise r.error(info.el, str(exc)) from None
+        self.model_joints[info.name] = joint
         r.report("joint", info.name, what + (": " + ", ".join(c.dof for c in coords) if coords else ""))
         for c in coords:
             notes = []
@@ -1083,20 +1085,510 @@ class _Builder:
                 r.report("coordinate", c.dof, "; ".join(notes))
         return joint
 
+    # -- shared lookups ----------------------------------------------------------------------
+    def set_objects(self, set_tag):
+        """The object elements of a model-level Set (ForceSet, ConstraintSet, ...)."""
+        objects = _child(_child(self.el, set_tag), "objects")
+        return _elements(objects) if objects is not None else []
+
+    def link_name(self, body):
+        """The Model link of a body (None, the ground, -> the ground link)."""
+        return self.ground_link if body is None else body
+
+    def socket_frame(self, el, name):
+        """(body or None, 4x4) of the frame a component names by socket `name` (4.x paths) or
+        by a 3.x body-name property `name`."""
+        r = self.r
+        for tag in (f"socket_{name}", f"socket_{name}_connectee_name", f"connector_{name}_connectee_name", name):
+            sock = r.prop(el, tag)
+            if sock is not None and (sock.text or "").strip():
+                text = sock.text.strip()
+                if tag == name and not text.startswith("/"):      # a 3.x body name
+                    return r.frame(self.body_element(sock, text))
+                return r.frame(r.resolve(el, text, sock))
+        raise r.error(el, f"missing <socket_{name}> (the path of a frame)")
+
+    def joint_of_coordinate(self, c):
+        return self.model_joints[c.joint.name]
+
     # -- constraints ---------------------------------------------------------------------------
     def read_constraints(self):
-        pass
+        r, model = self.r, self.r.model
+        for el in self.set_objects("ConstraintSet"):
+            tag, name = el.tag, el.get("name") or el.tag
+            if not r.enabled(el):
+                r.report("constraint", name, f"{tag}: disabled in the file")
+                continue
+            if tag == "CoordinateCouplerConstraint":
+                self.coupler(el, name)
+            elif tag == "PointOnLineConstraint":
+                line, X1 = self.socket_frame(el, "line_body")
+                follower, X2 = self.socket_frame(el, "follower_body")
+                direction = r.numbers(el, "line_direction_vec", 3, [1, 0, 0])
+                if np.linalg.norm(direction) < 1e-12:
+                    raise r.error(el, "a zero <line_direction_vec>")
+                model.constraints.append(LoopConstraint(
+                    name, "point_line", self.link_name(line), self.link_name(follower),
+                    pos1=X1[:3, :3] @ r.numbers(el, "point_on_line", 3, [0, 0, 0]) + X1[:3, 3],
+                    pos2=X2[:3, :3] @ r.numbers(el, "point_on_follower", 3, [0, 0, 0]) + X2[:3, 3],
+                    axis=X1[:3, :3] @ (direction / np.linalg.norm(direction))))
+                r.report("constraint", name, "PointOnLineConstraint -> loop constraint point_line")
+            elif tag in ("PointConstraint", "ConstantDistanceConstraint"):
+                b1, X1 = self.socket_frame(el, "body_1")
+                b2, X2 = self.socket_frame(el, "body_2")
+                p1 = X1[:3, :3] @ r.numbers(el, "location_body_1", 3, [0, 0, 0]) + X1[:3, 3]
+                p2 = X2[:3, :3] @ r.numbers(el, "location_body_2", 3, [0, 0, 0]) + X2[:3, 3]
+                if tag == "PointConstraint":
+                    model.constraints.append(LoopConstraint(name, "ball", self.link_name(b1), self.link_name(b2), p1, p2))
+                    r.report("constraint", name, "PointConstraint -> loop constraint ball")
+                else:
+                    distance = r.number(el, "constant_distance", 0.0)
+                    model.constraints.append(LoopConstraint(name, "distance", self.link_name(b1), self.link_name(b2),
+                                                            p1, p2, params={"distance": distance}))
+                    r.report("constraint", name, f"ConstantDistanceConstraint -> loop constraint distance {distance:g} m")
+            elif tag == "WeldConstraint":
+                b1, X1 = self.socket_frame(el, "frame1") if r.prop(el, "body_1") is None else self.weld_3x(el, 1)
+                b2, X2 = self.socket_frame(el, "frame2") if r.prop(el, "body_2") is None else self.weld_3x(el, 2)
+                model.constraints.append(LoopConstraint(name, "weld", self.link_name(b1), self.link_name(b2),
+                                                        X1[:3, 3], X2[:3, 3], params={"frame1": X1, "frame2": X2}))
+                r.report("constraint", name, "WeldConstraint -> loop constraint weld (holds the frames' initial "
+                                             "relative orientation)")
+            else:
+                r.report("constraint", name, f"{tag}: not simulated")
+
+    def weld_3x(self, el, k):
+        r = self.r
+        body, X = r.frame(self.body_element(el, r.text(el, f"body_{k}")))
+        return body, X @ _pose(as_converted(r.numbers(el, f"location_body_{k}", 3, [0, 0, 0])),
+                               as_converted(r.numbers(el, f"orientation_body_{k}", 3, [0, 0, 0])))
+
+    def coupler(self, el, name):
+        r, model = self.r, self.r.model
+        independent = (r.text(el, "independent_coordinate_names") or "").split()
+        dependent = r.text(el, "dependent_coordinate_name")
+        fel = _child(el, "coupled_coordinates_function")
+        if len(independent) != 1 or dependent is None or fel is None or not _elements(fel):
+            r.report("constraint", name, f"CoordinateCouplerConstraint with {len(independent)} independent "
+                                         "coordinates: not simulated (one is supported)")
+            return
+        f = scaled(self.function(_elements(fel)[0]), r.number(el, "scale_factor", 1.0))
+        ci, cd = self.coordinate(el, independent[0]), self.coordinate(el, dependent)
+        model.couplers.append(CoordinateCoupler(name, cd.dof, ci.dof, f))
+        # start on the constraint: the dependent coordinate's initial value from the independent one
+        ji, jd = self.joint_of_coordinate(ci), self.joint_of_coordinate(cd)
+        kd = jd.dof_names.index(cd.dof)
+        value = float(f(ji.q0[ji.dof_names.index(ci.dof)]))
+        if abs(jd.q0[kd] - value) > 1e-12:
+            r.report("coordinate", cd.dof, f"initial value {value:g} from coupler {name} (default {jd.q0[kd]:g})")
+            jd.q0[kd] = value
+        r.report("constraint", name, f"CoordinateCouplerConstraint -> coupler {cd.dof} = f({ci.dof})")
 
     # -- forces --------------------------------------------------------------------------------
     def read_forces(self):
-        pass
+        r = self.r
+        self.contact_forces = []
+        for el in self.set_objects("ForceSet"):
+            tag, name = el.tag, el.get("name") or el.tag
+            if not r.enabled(el):
+                r.report("force", name, f"{tag}: disabled in the file")
+                continue
+            reader = {"CoordinateLimitForce": self.limit_force, "SpringGeneralizedForce": self.generalized_spring,
+                      "BushingForce": self.bushing, "PointToPointSpring": self.point_spring,
+                      "CoordinateActuator": self.actuator, "PointActuator": self.actuator,
+                      "TorqueActuator": self.actuator, "HuntCrossleyForce": self.contact_force,
+                      "SmoothSphereHalfSpaceForce": self.contact_force}.get(tag)
+            if reader is None:
+                kind = "muscle" if any(w in tag for w in _MUSCLE_WORDS) else "force"
+                r.report("force", name, f"{tag}: not simulated ({kind})")
+            else:
+                reader(el, name)
+        for el in self.set_objects("ControllerSet"):
+            r.report("controller", el.get("name") or el.tag, f"{el.tag}: not simulated (actuator controls are "
+                                                             f"{'1' if r.activate else '0'} unless set)")
+
+    def rotational_unit(self, c):
+        """OpenSim's CoordinateLimitForce unit: degrees for a rotational coordinate, else SI."""
+        return DEG if c.motion == "rotational" else 1.0
+
+    def euler_speed_note(self, c, what):
+        if c.joint.type in ("BallJoint", "FreeJoint", "EllipsoidJoint") and c.motion == "rotational":
+            self.r.report("force", what, f"acts on the Euler-angle rate of {c.dof}, OpenSim's on the angular "
+                                         "velocity component: equal only near the zero rotation")
+
+    def limit_force(self, el, name):
+        r = self.r
+        c = self.coordinate(el, r.text(el, "coordinate"))
+        w = self.rotational_unit(c)
+        r.model.forces.append(CoordinateLimitForce(
+            name, c.dof, upper_stiffness=r.number(el, "upper_stiffness", 1.0) / w,
+            upper_limit=r.number(el, "upper_limit", 0.0) * w, lower_stiffness=r.number(el, "lower_stiffness", 1.0) / w,
+            lower_limit=r.number(el, "lower_limit", 0.0) * w, damping=r.number(el, "damping", 0.001) / w,
+            transition=r.number(el, "transition", 0.1) * w))
+        r.report("force", name, f"CoordinateLimitForce -> CoordinateLimitForce on {c.dof}"
+                                + (" (degrees converted to radians)" if w != 1.0 else ""))
+        self.euler_speed_note(c, name)
+
+    def generalized_spring(self, el, name):
+        r = self.r
+        c = self.coordinate(el, r.text(el, "coordinate"))
+        joint = self.joint_of_coordinate(c)
+        k = joint.dof_names.index(c.dof)
+        K, rest, D = r.number(el, "stiffness", 0.0), r.number(el, "rest_length", 0.0), r.number(el, "viscosity", 0.0)
+        K0 = joint.stiffness[k]
+        if K0 + K != 0.0:      # two springs on one DOF: one spring at the stiffness-weighted rest position
+            joint.rest_position[k] = (K0 * joint.rest_position[k] + K * rest) / (K0 + K)
+        joint.stiffness[k] += K
+        joint.damping[k] += D
+        r.report("force", name, f"SpringGeneralizedForce -> stiffness {K:g}, rest position {rest:g} and damping "
+                                f"{D:g} of joint {joint.name} DOF {c.dof}")
+        self.euler_speed_note(c, name)
+
+    def bushing(self, el, name):
+        r = self.r
+        if r.prop(el, "body_1") is not None:        # 3.x
+            b1, X1 = self.weld_3x(el, 1)
+            b2, X2 = self.weld_3x(el, 2)
+        else:
+            b1, X1 = self.socket_frame(el, "frame1")
+            b2, X2 = self.socket_frame(el, "frame2")
+        zeros = [0, 0, 0]
+        stiffness = np.concatenate([r.numbers(el, "rotational_stiffness", 3, zeros),
+                                    r.numbers(el, "translational_stiffness", 3, zeros)])
+        damping = np.concatenate([r.numbers(el, "rotational_damping", 3, zeros),
+                                  r.numbers(el, "translational_damping", 3, zeros)])
+        r.model.forces.append(Bushing(name, b1, X1, b2, X2, stiffness, damping))
+        r.report("force", name, f"BushingForce -> Bushing {b1 or 'ground'} - {b2 or 'ground'}")
+
+    def point_spring(self, el, name):
+        r = self.r
+        b1, X1 = self.socket_frame(el, "body1")
+        b2, X2 = self.socket_frame(el, "body2")
+        p1 = X1[:3, :3] @ r.numbers(el, "point1", 3, [0, 0, 0]) + X1[:3, 3]
+        p2 = X2[:3, :3] @ r.numbers(el, "point2", 3, [0, 0, 0]) + X2[:3, 3]
+        r.model.forces.append(SpringDamper(name, b1, p1, b2, p2, free_length=r.number(el, "rest_length", 1.0),
+                                           stiffness=r.number(el, "stiffness", 1.0)))
+        r.report("force", name, f"PointToPointSpring -> SpringDamper {b1 or 'ground'} - {b2 or 'ground'}")
+
+    def actuator(self, el, name):
+        r = self.r
+        tag = el.tag
+        common = dict(gain=r.number(el, "optimal_force", 1.0), control=1.0 if r.activate else 0.0,
+                      min_control=r.number(el, "min_control", -np.inf, finite=False),
+                      max_control=r.number(el, "max_control", np.inf, finite=False))
+        if tag == "CoordinateActuator":
+            c = self.coordinate(el, r.text(el, "coordinate"))
+            if c.joint.type in ("BallJoint", "FreeJoint", "EllipsoidJoint") and c.motion == "rotational":
+                # OpenSim's mobility force on this u (the angular velocity along the parent frame's
+                # axis) is that torque on the child and its opposite on the parent
+                info = c.joint
+                axis = info.X_PF[:3, :3] @ _UNIT[c.index]
+                act = Actuator(name, "torque", link1=info.parent, link2=info.child, axis=-axis,
+                               axis_in_world=info.parent is None, **common)
+                what = (f"CoordinateActuator -> torque actuator about {c.dof}'s parent-frame axis (OpenSim's "
+                        "mobility force on it)")
+            else:
+                act = Actuator(name, "coordinate", dof=c.dof, **common)
+                what = f"CoordinateActuator -> coordinate actuator on {c.dof}"
+        elif tag == "PointActuator":
+            body_text = r.text(el, "body") or r.text(el, "socket_body")
+            if body_text is None:
+                raise r.error(el, "missing <body> (the body the force acts on)")
+            body, X = r.frame(self.body_element(el, body_text.split("/")[-1]))
+            direction = self.unit(el, "direction", [1, 0, 0])
+            act = Actuator(name, "point", link1=body, point=r.numbers(el, "point", 3, [0, 0, 0]),
+                           point_in_world=r.flag(el, "point_is_global", False), direction=direction,
+                           direction_in_world=r.flag(el, "force_is_global", False), **common)
+            what = f"PointActuator -> point actuator on {body or 'ground'}"
+        else:
+            a, _ = self.socket_frame(el, "bodyA")
+            b, _ = self.socket_frame(el, "bodyB")
+            act = Actuator(name, "torque", link1=a, link2=b, axis=self.unit(el, "axis", [0, 0, 1]),
+                           axis_in_world=r.flag(el, "torque_is_global", True), **common)
+            what = f"TorqueActuator -> torque actuator on {a or 'ground'} (and its opposite on {b or 'ground'})"
+        r.model.actuators.append(act)
+        r.report("actuator", name, f"{what}, gain {common['gain']:g}")
+
+    def unit(self, el, tag, default):
+        v = self.r.numbers(el, tag, 3, default)
+        n = np.linalg.norm(v)
+        if n < 1e-12:
+            raise self.r.error(el, f"a zero <{tag}>")
+        return v / n       # OpenSim normalizes actuator directions and axes
+
+    def contact_force(self, el, name):
+        """Remember the contact geometry this force uses, with its friction."""
+        r = self.r
+        pairs = []
+        if el.tag == "SmoothSphereHalfSpaceForce":
+            names = []
+            for sock in ("sphere", "half_space"):
+                text = r.text(el, f"socket_{sock}") or r.text(el, f"{sock}_name") or ""
+                names.append(text.strip().split("/")[-1])
+            pairs.append((names, el))
+        else:
+            holder = next((c for c in _elements(el) if c.tag.endswith("ContactParametersSet")), None)
+            for params in _elements(_child(holder, "objects")) if holder is not None and _child(holder, "objects") is not None else []:
+                pairs.append(((r.text(params, "geometry") or "").split(), params))
+        used = []
+        for names, params in pairs:
+            self.contact_forces.append((name, names, r.number(params, "dynamic_friction", 0.0)))
+            used.extend(names)
+        r.model.contact_method = "penalty"
+        r.report("force", name, f"{el.tag} -> penalty contact of {', '.join(used) or 'no geometry'} (the "
+                                "solver's contact stiffness and damping, the file's dynamic friction)")
 
     # -- geometry --------------------------------------------------------------------------------
     def add_geometry(self, joints):
-        pass
+        """Visual shapes (the option `visuals`), contact geometry used by contact forces, and with
+        collide=True the primitive cylinders as collision shapes with families by depth."""
+        r = self.r
+        if r.visuals == "meshes":
+            if self.layout == "4.x":
+                self.attached_geometry()
+            else:
+                for body, el in [(None, r.ground_el)] + list(self.bodies.items()):
+                    self.visible_object(body, el)
+        depth = self.depths(joints)
+        if r.visuals == "primitives" or r.collide:
+            self.primitives(joints, depth)
+        self.contact_geometry()
 
+    def shapes_of(self, body):
+        link = self.ground if body is None else self.link_of[body]
+        return {"visuals": link.visuals, "collisions": link.collisions}
+
+    def depths(self, joints):
+        parent = {j.child: j.parent for j in joints}
+        depth = {}
+
+        def d(b):
+            if b is None:
+                return 0
+            if b not in depth:
+                depth[b] = d(parent[b]) + 1
+            return depth[b]
+        for b in self.bodies:
+            d(b)
+        return depth
+
+    def primitives(self, joints, depth):
+        """Chrono's picture: a sphere at each body origin, cylinders to its joint frames; with
+        collide=True the cylinders collide, families alternating by depth in the tree."""
+        r = self.r
+        ends = {b: [] for b in self.bodies}
+        for j in joints:
+            ends[j.child].append(j.X_BM[:3, 3])
+            if j.parent is not None:
+                ends[j.parent].append(j.X_PF[:3, 3])
+        deepest = max(depth.values(), default=1)
+        for b, points in ends.items():
+            link = self.link_of[b]
+            shade = depth[b] / deepest
+            color = np.array([shade, 1.0 - shade, 0.0, 1.0])
+            cylinders = []
+            for p in points:
+                length = float(np.linalg.norm(p))
+                if length > 1e-5:
+                    pose = make_transform(_axis_rotation_to_z(p), p / 2)
+                    cylinders.append(Shape("cylinder", pose=pose, radius=PRIMITIVE_CYLINDER, length=length,
+                                           color=color, name=f"{b}_to_joint"))
+            if r.visuals == "primitives":
+                link.visuals.append(Shape("sphere", radius=PRIMITIVE_SPHERE, color=color, name=f"{b}_origin"))
+                link.visuals.extend(cylinders)
+            if r.collide:
+                link.collisions.extend(Shape(c.kind, pose=c.pose, radius=c.radius, length=c.length, name=c.name)
+                                       for c in cylinders)
+                family, other = COLLISION_FAMILIES if depth[b] % 2 else COLLISION_FAMILIES[::-1]
+                link.collision_family = family
+                link.collision_mask = 0xFFFF & ~(1 << other)
+        if r.collide:
+            r.model.self_collision = True
+            r.report("model", r.model.name, f"primitive collision cylinders, families {COLLISION_FAMILIES} "
+                                            "alternating by tree depth (neighbours do not collide)")
+
+    def appearance(self, el):
+        """(rgba, visible) of a 4.x geometry's <Appearance>."""
+        r = self.r
+        app = _child(el, "Appearance")
+        color = r.numbers(app, "color", 3, [1, 1, 1]) if app is not None else np.ones(3)
+        opacity = r.number(app, "opacity", 1.0) if app is not None else 1.0
+        visible = r.flag(app, "visible", True) if app is not None else True
+        return np.concatenate([color, [opacity]]), visible
+
+    def attached_geometry(self):
+        """4.x: the geometry attached to the ground, bodies and offset frames anywhere."""
+        r = self.r
+        for holder in self.el.iter("attached_geometry"):
+            frame_el = holder.getparent()
+            if frame_el is None or frame_el.tag not in _FRAME_TYPES or self.inside_defaults(frame_el):
+                continue
+            for g in _elements(holder):
+                rgba, visible = self.appearance(g)
+                if not visible:
+                    continue
+                sock = r.prop(g, "socket_frame")
+                target = frame_el
+                if sock is not None and (sock.text or "").strip() not in ("", ".."):
+                    target = r.resolve(g, sock.text, sock)
+                body, X = r.frame(target)
+                shape = self.geometry_shape(g, X, rgba)
+                if shape is not None:
+                    self.shapes_of(body)["visuals"].append(shape)
+
+    def inside_defaults(self, el):
+        return any(a.tag == "defaults" for a in el.iterancestors())
+
+    def geometry_shape(self, g, X, rgba):
+        """A 4.x Geometry element -> Shape at pose X (the frame's pose in its body)."""
+        r = self.r
+        tag = g.tag
+        scale = r.numbers(g, "scale_factors", 3, [1, 1, 1])
+        name = g.get("name") or tag
+        if tag == "Mesh":
+            return self.mesh_shape(g, r.text(g, "mesh_file"), X, scale, rgba, name)
+        if tag == "Sphere":
+            return Shape("sphere", pose=X, radius=r.number(g, "radius", 1.0) * float(np.max(scale)), color=rgba, name=name)
+        if tag == "Brick":
+            return Shape("box", pose=X, size=2 * r.numbers(g, "half_lengths", 3, [0.1, 0.1, 0.1]) * scale,
+                         color=rgba, name=name)
+        if tag == "Cylinder":
+            return Shape("cylinder", pose=X @ _ROT_Y_TO_Z, radius=r.number(g, "radius", 0.5) * scale[0],
+                         length=2 * r.number(g, "half_height", 0.5) * scale[1], color=rgba, name=name)
+        if tag == "Cone":
+            height = r.number(g, "height", 1.0) * scale[1]
+            # OpenSim's cone: base at the frame origin, apex `height` along y; ours is centred
+            pose = X @ make_transform(p=[0, height / 2, 0]) @ _ROT_Y_TO_Z
+            return Shape("cone", pose=pose, radius=r.number(g, "base_radius", 0.5) * scale[0], length=height,
+                         color=rgba, name=name)
+        if tag == "Ellipsoid":
+            v, f = _sphere_mesh()
+            return Shape("mesh", pose=X, vertices=v * r.numbers(g, "radii", 3, [0.5, 0.5, 0.5]) * scale, faces=f,
+                         color=rgba, name=name)
+        return None      # FrameGeometry, Arrow, Line, Torus...: not drawn
+
+    def visible_object(self, body, el):
+        """3.x and 30501: a body's VisibleObject (DisplayGeometry list or geometry_files)."""
+        r = self.r
+        vo = _child(el, "VisibleObject")
+        if vo is None:
+            return
+        T_vo = self.display_transform(vo)
+        s_vo = r.numbers(vo, "scale_factors", 3, [1, 1, 1])
+        objects = _child(_child(vo, "GeometrySet"), "objects")
+        items = []
+        for dg in _elements(objects) if objects is not None else []:
+            if r.text(dg, "display_preference", "4") == "0":
+                continue
+            color = np.concatenate([r.numbers(dg, "color", 3, [1, 1, 1]), [r.number(dg, "opacity", 1.0)]])
+            items.append((r.text(dg, "geometry_file"), T_vo @ self.display_transform(dg),
+                          s_vo * r.numbers(dg, "scale_factors", 3, [1, 1, 1]), color, dg))
+        for f in (r.text(vo, "geometry_files") or "").split():
+            items.append((f, T_vo, s_vo, np.array([1.0, 1, 1, 1]), vo))
+        for file, T, scale, color, where in items:
+            shape = self.mesh_shape(where, file, T, scale, color, os.path.splitext(file or "")[0])
+            if shape is not None:
+                self.shapes_of(body)["visuals"].append(shape)
+
+    def display_transform(self, el):
+        t = self.r.numbers(el, "transform", 6, [0, 0, 0, 0, 0, 0])
+        return _pose(t[3:], t[:3])
+
+    def mesh_shape(self, where, file, X, scale, rgba, name):
+        """A mesh Shape: its vertices when the file resolves (beside the model or in its
+        Geometry/ folder) and reads, else mesh_path only and a warning."""
+        r = self.r
+        if not file or file == "Unassigned":        # OpenSim's placeholder for an unset file name
+            return None
+        candidates = [file] if os.path.isabs(file) else [os.path.join(r.folder, file),
+                                                           os.path.join(r.folder, "Geometry", file)]
+        path = next((c for c in candidates if os.path.isfile(c)), None)
+        if path is None:
+            if file not in r.missing_meshes:
+                r.missing_meshes.append(file)
+                r.warn(where, f"mesh file {file!r} not found beside the model or in its Geometry/ folder",
+                       emit=False)
+            return Shape("mesh", pose=X, mesh_path=file, scale=scale, color=rgba, name=name)
+        if path not in r.mesh_cache:
+            try:
+                r.mesh_cache[path] = load_mesh(path)
+            except MeshError as exc:
+                r.mesh_cache[path] = None
+                r.warn(where, f"mesh {file!r}: {exc}")
+        mesh = r.mesh_cache[path]
+        if mesh is None:
+            return Shape("mesh", pose=X, mesh_path=path, scale=scale, color=rgba, name=name)
+        return Shape("mesh", pose=X, vertices=mesh[0] * scale, faces=mesh[1], mesh_path=path, scale=scale,
+                     color=rgba, name=name)
+
+    def contact_geometry(self):
+        """ContactSphere and ContactHalfSpace used by a contact force -> collision shapes."""
+        r = self.r
+        used = {}
+        for force, names, friction in self.contact_forces:
+            for n in names:
+                used.setdefault(n, (force, friction))
+        for el in self.set_objects("ContactGeometrySet"):
+            name = el.get("name") or el.tag
+            if name not in used:
+                r.report("contact", name, f"{el.tag}: used by no contact force")
+                continue
+            if el.tag not in ("ContactSphere", "ContactHalfSpace"):
+                r.report("contact", name, f"{el.tag}: not simulated (contact with spheres and half-spaces only)")
+                continue
+            if r.prop(el, "body_name") is not None:
+                body, X = r.frame(self.body_element(el, r.text(el, "body_name")))
+            else:
+                body, X = self.socket_frame(el, "frame")
+            X = X @ _pose(r.numbers(el, "location", 3, [0, 0, 0]), r.numbers(el, "orientation", 3, [0, 0, 0]))
+            friction = used[name][1]
+            if el.tag == "ContactSphere":
+                shape = Shape("sphere", pose=X, radius=r.number(el, "radius"), friction=friction, name=name)
+            else:
+                shape = Shape("plane", pose=X @ _ROT_HALFSPACE, friction=friction, name=name)
+            self.shapes_of(body)["collisions"].append(shape)
+            r.report("contact", name, f"{el.tag} -> {shape.kind} on {self.link_name(body)} ({used[name][0]})")
+        for name in used:
+            if not any((e.get("name") or e.tag) == name for e in self.set_objects("ContactGeometrySet")):
+                raise r.error(_child(self.el, "ForceSet"), f"contact force {used[name][0]!r} names contact "
+                                                            f"geometry {name!r}, which does not exist")
+
+    # -- markers ---------------------------------------------------------------------------------
     def read_markers(self):
-        pass
+        """Markers -> Model frames (named after the marker; "<name>_marker" if a link has its name)."""
+        r = self.r
+        taken = {l.name for l in r.model.links}
+        for el in self.set_objects("MarkerSet"):
+            if el.tag != "Marker":
+                continue
+            if r.prop(el, "body") is not None:
+                body, X = r.frame(self.body_element(el, r.text(el, "body")))
+            else:
+                body, X = self.socket_frame(el, "parent_frame")
+            p = X[:3, :3] @ r.numbers(el, "location", 3, [0, 0, 0]) + X[:3, 3]
+            name = el.get("name") or "marker"
+            name = _unique_name(name if name not in taken else f"{name}_marker", taken)
+            taken.add(name)
+            r.model.frames.append(Frame(name, self.link_name(body), make_transform(p=p)))
+            r.report("marker", name, f"Marker -> frame on {self.link_name(body)}")
+
+
+def _sphere_mesh(n=12):
+    """A unit UV sphere (vertices, triangles), for ellipsoids."""
+    theta = np.linspace(0, np.pi, n + 1)[1:-1]
+    phi = np.linspace(0, 2 * np.pi, 2 * n, endpoint=False)
+    ring = np.stack([np.outer(np.sin(theta), np.cos(phi)), np.outer(np.sin(theta), np.sin(phi)),
+                     np.outer(np.cos(theta), np.ones_like(phi))], axis=-1).reshape(-1, 3)
+    vertices = np.vstack([[0, 0, 1], ring, [0, 0, -1]])
+    m, rings = 2 * n, n - 1
+    faces = [(0, 1 + k, 1 + (k + 1) % m) for k in range(m)]
+    for i in range(rings - 1):
+        a, b = 1 + i * m, 1 + (i + 1) * m
+        for k in range(m):
+            k1 = (k + 1) % m
+            faces += [(a + k, b + k, b + k1), (a + k, b + k1, a + k1)]
+    last, bottom = 1 + (rings - 1) * m, len(vertices) - 1
+    faces += [(last + k, bottom, last + (k + 1) % m) for k in range(m)]
+    return vertices, np.array(faces)
 
 
 def load_opensim(path, floating_base: bool = False, visuals: str = "meshes", collide: bool = False,
