@@ -27,7 +27,8 @@ Joints (OpenSim -> Model; each keeps OpenSim's coordinate values as its q):
                       frame's x, y, z (OpenSim's coordinates; rotation speeds as for BallJoint)
     PlanarJoint    -> planar, normal z: q = (tx, ty, rz), OpenSim's rz, tx, ty reordered
     CustomJoint    -> custom: the SpatialTransform exactly, coordinates in the order they first
-                      appear in it (OpenSim reorders them so too); functions below
+                      appear in it (OpenSim reorders them so too); functions below; an axis
+                      without a function is the constant 0, as OpenSim 4 simulates it
     EllipsoidJoint -> euler "xyz" stand-in without the translation over the ellipsoid (a warning)
 Joint.origin is the parent frame in the parent body (X_PF), Joint.child_pose the child frame in
 the child body (X_BM). A body without a joint gets OpenSim's FreeJoint "free_<body>" to ground.
@@ -448,12 +449,16 @@ class _Reader:
         if el is not None and (kinds is None or el.tag in kinds):
             return el
         last = text.rstrip("/").split("/")[-1]
+        if last == "ground" and text in ("/ground", "ground", "../ground") and (kinds is None or "Ground" in kinds):
+            return self.ground_el
+        if self.version >= 30505:       # OpenSim 4 resolves paths only
+            raise self.error(where, f"socket {text!r}: no {' or '.join(kinds) if kinds else 'component'} at "
+                                    f"{path!r}" + (" (relative paths start at the component that names them)"
+                                                  if not text.startswith("/") else ""))
         found = [e for e in self.by_name.get(last, []) if kinds is None or e.tag in kinds]
         bodies = [e for e in found if e.tag in ("Body", "Ground")]
-        if len(found) == 1 or len(bodies) == 1:
+        if len(found) == 1 or len(bodies) == 1:      # older files name frames and bodies by name
             return found[0] if len(found) == 1 else bodies[0]
-        if last == "ground" and (kinds is None or "Ground" in kinds):
-            return self.ground_el
         raise self.error(where, f"socket {text!r}: no {' or '.join(kinds) if kinds else 'component'} "
                                 f"at that path" + (f" ({len(found)} candidates named {last!r})" if found else ""))
 
@@ -855,7 +860,12 @@ class _Builder:
             coord = names[0] if names else None
             fel = self.function_element(ta)
             if fel is None:
-                f = Function.linear(1.0, 0.0) if coord else Function.constant(0.0)
+                # OpenSim 4 gives a TransformAxis without a function the constant 0, even with
+                # a coordinate (its source suggests a LinearFunction; what it simulates is 0)
+                f = Function.constant(0.0)
+                if coord:
+                    r.warn(ta, f"no function: the axis does not move with {coord!r} (OpenSim 4 uses the "
+                               "constant 0); give a <LinearFunction> to move it")
             else:
                 f = self.function(fel)
             axes.append((axis / np.linalg.norm(axis), coord, f, fel))
@@ -884,7 +894,7 @@ class _Builder:
             for j, (_, coord, f, fel) in enumerate(axes):
                 if coord != c_name:
                     continue
-                if fel is None or (fel.tag == "LinearFunction" and f.coefs[0, 1] in (1.0, -1.0)):
+                if fel is not None and fel.tag == "LinearFunction" and f.coefs[0, 1] in (1.0, -1.0):
                     motion = "rotational" if j < 3 else "translational"
                 elif motion is None:
                     motion = "coupled"
