@@ -819,7 +819,10 @@ class _Builder:
                 raise r.error(el, f"{len(listed)} coordinates; a {el.tag} has {len(motions)}")
             for k, motion in enumerate(motions):
                 c_el = listed[k] if k < len(listed) else None
-                c_name = c_el.get("name") if c_el is not None and c_el.get("name") else f"{name}_coord_{k}"
+                # OpenSim's names for coordinates the file leaves out: "_coord_k" (it names them
+                # before it reads the joint's name), "<joint>_coord_k" for a joint it adds itself
+                prefix = name if el.sourceline is None else ""
+                c_name = c_el.get("name") if c_el is not None and c_el.get("name") else f"{prefix}_coord_{k}"
                 c = _Coord(r, info, k, c_name, c_el)
                 c.motion = motion
                 info.coords.append(c)
@@ -1245,7 +1248,9 @@ class _Builder:
         k = joint.dof_names.index(c.dof)
         K, rest, D = r.number(el, "stiffness", 0.0), r.number(el, "rest_length", 0.0), r.number(el, "viscosity", 0.0)
         K0 = joint.stiffness[k]
-        if K0 + K != 0.0:      # two springs on one DOF: one spring at the stiffness-weighted rest position
+        if K0 == 0.0:
+            joint.rest_position[k] = rest
+        elif K0 + K != 0.0:    # two springs on one DOF: one spring at the stiffness-weighted rest position
             joint.rest_position[k] = (K0 * joint.rest_position[k] + K * rest) / (K0 + K)
         joint.stiffness[k] += K
         joint.damping[k] += D
