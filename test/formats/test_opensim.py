@@ -16,7 +16,6 @@ from opensim_reference import link_poses
 from mbsim_ros.formats import load_model
 from mbsim_ros.formats.meshes import load_mesh
 from mbsim_ros.formats.opensim import load_opensim, xyz_rotation
-from mbsim_ros.model import ModelError
 
 MODELS = OWN_MODELS / "opensim"
 FEATURES = MODELS / "features40.osim"
