@@ -373,14 +373,15 @@ class _Reader:
             if default is None:
                 raise self.error(el, f"missing <{tag}> ({'numbers' if n is None else f'{n} numbers'})")
             return np.array(default, dtype=float)
+        where = f"{self.where(c)} of {_describe(el)}" if c.getparent() is el else self.where(c)
         try:
             values = np.array([float(w) for w in c.text.replace(",", " ").split()])
         except ValueError:
-            raise self.error(c, f"<{tag}>{c.text.strip()}</{tag}>: expected numbers") from None
+            raise ModelError(f"{where}: <{tag}>{c.text.strip()}</{tag}>: expected numbers") from None
         if n is not None and values.size != n:
-            raise self.error(c, f"<{tag}>{c.text.strip()}</{tag}>: expected {n} numbers, got {values.size}")
+            raise ModelError(f"{where}: <{tag}>{c.text.strip()}</{tag}>: expected {n} numbers, got {values.size}")
         if finite and not np.all(np.isfinite(values)):
-            raise self.error(c, f"<{tag}>{c.text.strip()}</{tag}>: expected finite numbers")
+            raise ModelError(f"{where}: <{tag}>{c.text.strip()}</{tag}>: expected finite numbers")
         return values
 
     def number(self, el, tag, default=None, finite=True):
@@ -394,7 +395,7 @@ class _Reader:
             return True
         if t.lower() in ("false", "0"):
             return False
-        raise self.error(self.prop(el, tag), f"<{tag}>{t}</{tag}>: expected true or false")
+        raise ModelError(f"{self.where(self.prop(el, tag))} of {_describe(el)}: <{tag}>{t}</{tag}>: expected true or false")
 
     def enabled(self, el):
         """False for a force or constraint switched off (appliesForce, isEnforced, isDisabled)."""
@@ -451,16 +452,17 @@ class _Reader:
         last = text.rstrip("/").split("/")[-1]
         if last == "ground" and text in ("/ground", "ground", "../ground") and (kinds is None or "Ground" in kinds):
             return self.ground_el
+        of = f" of {_describe(owner)}" if where is not owner else ""
         if self.version >= 30505:       # OpenSim 4 resolves paths only
-            raise self.error(where, f"socket {text!r}: no {' or '.join(kinds) if kinds else 'component'} at "
-                                    f"{path!r}" + (" (relative paths start at the component that names them)"
-                                                  if not text.startswith("/") else ""))
+            raise ModelError(f"{self.where(where)}{of}: socket {text!r}: no "
+                             f"{' or '.join(kinds) if kinds else 'component'} at {path!r}"
+                             + (" (relative paths start at the component that names them)" if not text.startswith("/") else ""))
         found = [e for e in self.by_name.get(last, []) if kinds is None or e.tag in kinds]
         bodies = [e for e in found if e.tag in ("Body", "Ground")]
         if len(found) == 1 or len(bodies) == 1:      # older files name frames and bodies by name
             return found[0] if len(found) == 1 else bodies[0]
-        raise self.error(where, f"socket {text!r}: no {' or '.join(kinds) if kinds else 'component'} "
-                                f"at that path" + (f" ({len(found)} candidates named {last!r})" if found else ""))
+        raise ModelError(f"{self.where(where)}{of}: socket {text!r}: no {' or '.join(kinds) if kinds else 'component'} "
+                         f"at that path" + (f" ({len(found)} candidates named {last!r})" if found else ""))
 
     def frame(self, el, _stack=()):
         """(body name or None for ground, 4x4 pose of the frame `el` in that body)."""
@@ -634,7 +636,10 @@ class _Builder:
         defaults = _child(self.el, "defaults")
         for d in _elements(defaults) if defaults is not None else ():
             r.defaults.setdefault(d.tag, d)
-        self.layout = "3.x" if _child(self.el, "JointSet") is None else ("4.x" if r.version >= 30505 or r.version == 0 else "30501")
+        if r.version == 0:      # no version: the layout tells
+            self.layout = "3.x" if _child(self.el, "JointSet") is None else "4.x"
+        else:
+            self.layout = "3.x" if r.version < 30500 else ("30501" if r.version < 30505 else "4.x")
         r.index(self.el)
         self.bodies = self.read_bodies()
         model.gravity = r.numbers(self.el, "gravity", 3, [0.0, -9.80665, 0.0])
@@ -986,8 +991,9 @@ class _Builder:
             seen, body = [j.child], j.parent
             while body is not None:
                 if body in seen:
-                    cycle = " -> ".join(seen[::-1] + [body])
-                    raise r.error(j.el, f"the joints form a cycle of bodies ({cycle}); expected a tree from the ground")
+                    cycle = " -> ".join(seen[seen.index(body):] + [body])
+                    raise r.error(j.el, f"the joints form a cycle of bodies ({cycle}, each followed by its parent); "
+                                        "expected a tree from the ground")
                 seen.append(body)
                 up = parent_of.get(body)
                 body = up.parent if up is not None else None
