@@ -365,9 +365,9 @@ class _VtkArrays:
         if compressor not in (None, "", "vtkZLibDataCompressor"):
             raise MeshError(f"{path}: compressor {compressor!r}; expected vtkZLibDataCompressor or none")
         self.compressed = bool(compressor)
-        self.appended = appended
         appended_el = root.find("AppendedData")
         self.appended_base64 = appended_el is not None and appended_el.get("encoding") == "base64"
+        self.appended = b"".join(appended.split()) if self.appended_base64 else appended
 
     def array(self, el):
         kind = el.get("type")
@@ -386,36 +386,40 @@ class _VtkArrays:
         raise MeshError(f"{self.path}, line {el.sourceline}: DataArray format {fmt!r}; expected ascii, binary or appended")
 
     def decode(self, data, dtype, el, encoded):
-        """Header then data; base64 (binary, base64-appended) encodes the header on its own
-        when compressed, and sometimes when not."""
+        """One array: its header (byte count, or the zlib block table) then its data; raw, or
+        base64 (the header encoded on its own or together with uncompressed data; the zlib
+        block table always on its own)."""
         h = self.header.itemsize
+        hc = _b64_len(h)
         try:
             if not self.compressed:
-                if encoded:
-                    raw = base64.b64decode(data)
-                    size = int(np.frombuffer(raw[:h], self.header)[0])
-                    if len(raw) == h:     # header encoded on its own
-                        raw = base64.b64decode(data[_b64_len(h):])
-                        return np.frombuffer(raw[:size], dtype)
-                    return np.frombuffer(raw[h:h + size], dtype)
-                size = int(np.frombuffer(data[:h], self.header)[0])
-                return np.frombuffer(data[h:h + size], dtype)
-            first = base64.b64decode(data[:_b64_len(h)])[:h] if encoded else data[:h]
+                if not encoded:
+                    size = int(np.frombuffer(data[:h], self.header)[0])
+                    return np.frombuffer(data[h:h + size], dtype)
+                size = int(np.frombuffer(base64.b64decode(data[:hc])[:h], self.header)[0])
+                if data[hc - 1:hc] == b"=":           # the header encoded on its own
+                    raw = base64.b64decode(data[hc:hc + _b64_len(size)])
+                    return np.frombuffer(raw[:size], dtype)
+                raw = base64.b64decode(data[:_b64_len(h + size)])
+                return np.frombuffer(raw[h:h + size], dtype)
+            first = base64.b64decode(data[:hc])[:h] if encoded else data[:h]
             blocks = int(np.frombuffer(first, self.header)[0])
             n_header = (3 + blocks) * h
             if encoded:
-                header_chars = _b64_len(n_header)
-                header = np.frombuffer(base64.b64decode(data[:header_chars])[:n_header], self.header)
-                body = base64.b64decode(data[header_chars:])
+                header = np.frombuffer(base64.b64decode(data[:_b64_len(n_header)])[:n_header], self.header)
+                sizes = header[3:3 + blocks].astype(np.int64)
+                start = _b64_len(n_header)
+                body = base64.b64decode(data[start:start + _b64_len(int(sizes.sum()))])
             else:
                 header = np.frombuffer(data[:n_header], self.header)
-                body = data[n_header:]
+                sizes = header[3:3 + blocks].astype(np.int64)
+                body = data[n_header:n_header + int(sizes.sum())]
             chunks, at = [], 0
-            for size in header[3:3 + blocks]:
+            for size in sizes:
                 chunks.append(zlib.decompress(body[at:at + int(size)]))
                 at += int(size)
             return np.frombuffer(b"".join(chunks), dtype)
-        except (ValueError, zlib.error) as exc:
+        except (ValueError, TypeError, IndexError, zlib.error) as exc:
             raise MeshError(f"{self.path}, line {el.sourceline}: cannot decode the binary DataArray: {exc}") from None
 
 
