@@ -1,5 +1,5 @@
 """OpenSim models (.osim) in: `load_opensim(path, visuals="meshes", collide=False,
-activate_actuators=False)` -> a finalized Model.
+activate_actuators=False, z_up=False)` -> a finalized Model.
 
 Formats: 3.x (Version < 30500: ground is a Body named "ground", each joint sits in its child
 Body with parent_body, location/orientation_in_parent and location/orientation), the 30501
@@ -8,6 +8,10 @@ BodySet, JointSet with socket_parent_frame/socket_child_frame naming PhysicalOff
 StationDefinedFrames by absolute or relative path). Bodies may come in any order. Objects in
 <defaults> are templates: their properties fill in what an object of the same type omits,
 as OpenSim does; they are never objects of the model.
+
+The world is OpenSim's ground frame (y up, gravity from the file), so poses are OpenSim's; with
+z_up=True the model is turned so that its +y is the world's +z (gravity too), to stand in a
+z-up world beside other models.
 
 Names: links are the bodies; the ground is the world (joints on it have parent None), plus a
 massless link "ground" welded to the world that carries the ground's geometry, contact
@@ -1613,9 +1617,48 @@ def _sphere_mesh(n=12):
 
 
 def load_opensim(path, floating_base: bool = False, visuals: str = "meshes", collide: bool = False,
-                 activate_actuators: bool = False) -> Model:
+                 activate_actuators: bool = False, z_up: bool = False) -> Model:
     """Read an OpenSim .osim file into a finalized Model (see the module docstring).
-    floating_base is accepted for the loader registry and ignored: OpenSim files say it."""
+    floating_base is accepted for the loader registry and ignored: OpenSim files say it.
+    z_up=True turns the model so that OpenSim's up (+y) is the world's +z, for z-up worlds."""
     reader = _Reader(path, visuals, collide, activate_actuators)
     root = _parse(reader)
-    return _Builder(reader, root).build()
+    model = _Builder(reader, root).build()
+    if z_up:
+        _turn_world(model, Y_TO_Z)
+        model.report.append(("model", model.name, "turned so that OpenSim's +y is the world's +z (z_up=True)"))
+        model.finalize()
+    return model
+
+
+Y_TO_Z = xyz_rotation((math.pi / 2, 0, 0))     # a rotation about x taking +y to +z
+
+
+def _turn_world(model, R):
+    """Express everything given in the world (OpenSim's ground) in a world turned by R: the
+    root joints' parent frames, gravity, and world-frame points, directions and frames of
+    force elements and actuators. Things on links, the ground link included, do not change."""
+    T = make_transform(R)
+    model.gravity = R @ model.gravity
+    for j in model.joints:
+        if j.parent is None:
+            j.origin = T @ j.origin
+    for f in model.forces:
+        if isinstance(f, SpringDamper):
+            if f.link1 is None:
+                f.point1 = R @ f.point1
+            if f.link2 is None:
+                f.point2 = R @ f.point2
+        elif isinstance(f, Bushing):
+            if f.link1 is None:
+                f.frame1 = T @ f.frame1
+            if f.link2 is None:
+                f.frame2 = T @ f.frame2
+    for a in model.actuators:
+        if a.kind == "torque" and (a.axis_in_world or a.link1 is None):
+            a.axis = R @ a.axis
+        if a.kind == "point":
+            if a.point_in_world or a.link1 is None:
+                a.point = R @ a.point
+            if a.direction_in_world or a.link1 is None:
+                a.direction = R @ a.direction

@@ -454,6 +454,26 @@ def test_collide_adds_primitive_collisions_with_families_by_depth():
     assert model.link("ground").collision_family == 0        # collides with both families
 
 
+def test_z_up_turns_the_model_so_that_its_up_is_z(features):
+    up = _load(FEATURES, z_up=True)
+    R = np.eye(4)
+    R[:3, :3] = [[1, 0, 0], [0, 0, -1], [0, 1, 0]]        # +y -> +z, +z -> -y
+    np.testing.assert_allclose(up.gravity, [0, 0, -9.80665], atol=1e-15)
+    ours, turned = link_poses(features), link_poses(up)
+    for name, T in ours.items():
+        np.testing.assert_allclose(turned[name], R @ T, atol=1e-15, err_msg=name)
+    acts = {a.name: a for a in up.actuators}
+    old = {a.name: a for a in features.actuators}
+    np.testing.assert_allclose(acts["push"].direction, [0, 0, 1], atol=1e-15)        # a world direction
+    np.testing.assert_allclose(acts["push"].point, old["push"].point)                 # a body point
+    np.testing.assert_allclose(acts["push_local"].point, R[:3, :3] @ old["push_local"].point, atol=1e-15)
+    np.testing.assert_allclose(acts["twist_global"].axis, R[:3, :3] @ old["twist_global"].axis, atol=1e-15)
+    np.testing.assert_allclose(acts["twist"].axis, old["twist"].axis)
+    np.testing.assert_allclose(acts["pelvis_rz_motor"].axis, R[:3, :3] @ old["pelvis_rz_motor"].axis, atol=1e-15)
+    floor = up.link("ground").collisions[0]                 # on the ground link: the link turns
+    np.testing.assert_allclose((turned["ground"] @ floor.pose)[:3, 2], [0, 0, 1], atol=1e-15)
+
+
 def test_markers_become_frames(features):
     frames = {f.name: f for f in features.frames}
     assert set(frames) == {"thigh_marker_1", "shank_marker"}      # "shank" is a link's name
