@@ -410,6 +410,8 @@ def test_meshes_and_shapes(features):
     np.testing.assert_allclose(ball.pose[:3, 3], [0.05, -0.1, 0.08])
     (cone,) = features.link("pole").visuals          # base at the frame origin, apex 0.3 up y
     np.testing.assert_allclose(cone.pose[:3, 3], [0, 0.15, 0], atol=1e-15)
+    (tool,) = features.link("tool").visuals          # an OBJ mesh file
+    np.testing.assert_allclose(tool.vertices, 0.5 * TETRA)
     (ellipsoid,) = features.link("arm").visuals
     np.testing.assert_allclose(np.abs(ellipsoid.vertices).max(axis=0), [0.04, 0.15, 0.05], rtol=1e-12)
 
@@ -496,7 +498,7 @@ def test_rajagopal_reads_like_opensim():
 
 def test_load_model_reads_osim_by_extension():
     # OpenSim 4 simulates a TransformAxis without a function as the constant 0: said once
-    with pytest.warns(UserWarning, match=r"line 575, <TransformAxis name=\"translation3\">: no function: the axis "
+    with pytest.warns(UserWarning, match=r"line 582, <TransformAxis name=\"translation3\">: no function: the axis "
                                          r"does not move with 'patella_beta'"):
         model = load_model(FEATURES, visuals="none")
     assert model.name == "features" and model.source == str(FEATURES)
