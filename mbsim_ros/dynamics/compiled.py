@@ -6,9 +6,15 @@ The kernels know six elementary body types. Every Model joint maps onto them:
   universal, euler, planar,
   translational                   -> a chain of one-DOF bodies through massless intermediates
                                      (exactly DART's v = dq/dt for these joints)
+  custom                          -> one CUSTOM body with the joint's coordinates, its
+                                     transform axes' functions packed into the Tree (ff, fi)
   fixed                           -> no body: the child link is merged into its parent body
 Because bodies are created in the Model's depth-first joint order and each takes its
 coordinates in order, body coordinate offsets equal the Model's q_index/v_index.
+
+A body's frame is its joint's child-side frame (origin @ J(q) in the parent link's frame); a
+link sits in its body at inv(child_pose) (times the fixed joints merged on the way), so every
+consumer of link poses, velocities and Jacobians goes through Tree.link_R / link_p.
 
 Spatial vectors are linear-first: motion (v, w), force (f, n), in body coordinates. The
 buffer layouts (Tree, Data) live in kernels.py, next to the kernels that carve them.
@@ -18,8 +24,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..model import Model, ModelError
-from .kernels import (FREE, HELICAL, PRISMATIC, REVOLUTE, SPHERICAL, carve_data, carve_tree,
-                      data_size, tree_sizes)
+from ..model.transforms import inverse_transform
+from .functions import pack_functions
+from .kernels import (CUSTOM, FREE, HELICAL, PRISMATIC, REVOLUTE, SPHERICAL, TREE_HEADER, carve_data,
+                      carve_tree, data_size, tree_sizes)
 
 BODY_NQ = {REVOLUTE: 1, PRISMATIC: 1, HELICAL: 1, SPHERICAL: 4, FREE: 7}
 BODY_NV = {REVOLUTE: 1, PRISMATIC: 1, HELICAL: 1, SPHERICAL: 3, FREE: 6}
@@ -40,11 +48,13 @@ class Compiled:
         self.link_names = link_names      # Model link names in tree order (models concatenated)
 
     def new_data(self):
-        """A zeroed workspace: (its float buffer, the Data views into it)."""
+        """A zeroed workspace with the constant motion subspaces in place: (its float buffer,
+        the Data views into it)."""
         nb, nv, nl, nq = (int(x) for x in self.ti[:4])
         df = np.zeros(data_size(nb, nv, nq, nl))
         data, used = carve_data(df, self.ti)
         assert used == len(df), "data_size disagrees with carve_data"
+        data.S[:] = self.tree.S0
         return df, data
 
 
@@ -72,6 +82,8 @@ def _elementary_bodies(joint):
         axes = [(PRISMATIC, x_p), (PRISMATIC, y_p), (REVOLUTE, joint.axis)]
     elif t == "translational":
         axes = [(PRISMATIC, eye[0]), (PRISMATIC, eye[1]), (PRISMATIC, eye[2])]
+    elif t == "custom":
+        return [(CUSTOM, np.zeros(3), 0.0, R0, p0)]
     else:
         raise ModelError(f"joint {joint.name!r}: no elementary form for type {t!r}")
     out = []
@@ -92,9 +104,26 @@ def _subspace(bt, axis, hpitch):
         S[3:, 0] = axis
     elif bt == SPHERICAL:
         S[3:, :3] = np.eye(3)
-    else:
+    elif bt == FREE:
         S[:, :] = np.eye(6)
-    return S
+    return S         # CUSTOM: zero here, computed from q by the kinematics pass
+
+
+def _custom_axes(joint, functions):
+    """(axes (6, 3), coordinates (6,), function indices (6,)) of a custom joint, its functions
+    appended to `functions`; a coordinate that drives no axis has no motion: refused."""
+    axes, coords, funcs = np.zeros((6, 3)), np.full(6, -1, dtype=np.int64), np.zeros(6, dtype=np.int64)
+    for k, ta in enumerate(joint.transform_axes):
+        if ta.function.kind == "input":
+            raise ModelError(f"joint {joint.name!r}: transform axis {k} uses the run-time input "
+                             f"{ta.function.name!r}; a custom joint's axes are functions of its coordinates")
+        axes[k], coords[k], funcs[k] = ta.axis, ta.coordinate, len(functions)
+        functions.append(ta.function)
+    for c, name in enumerate(joint.dof_names):
+        if c not in coords:
+            raise ModelError(f"joint {joint.name!r}: coordinate {name!r} drives none of its transform "
+                             "axes, so it has no motion (an undefined acceleration)")
+    return axes, coords, funcs
 
 
 def compile_models(models) -> Compiled:
@@ -109,6 +138,7 @@ def compile_models(models) -> Compiled:
                              f"({gravity.tolist()} vs {np.asarray(m.gravity).tolist()}); set one gravity for the world")
     bodies = []          # dicts, in creation order
     links = []           # (body, R, p)
+    functions = []       # custom joints' transform-axis functions, in ta_func order
     link_names = []
     dof = dict(armature=[], damping=[], stiffness=[], rest=[], friction=[])
     joint_of_v = []
@@ -122,23 +152,27 @@ def compile_models(models) -> Compiled:
                 parent_body, Rp, pp = -1, np.eye(3), np.zeros(3)
             else:
                 parent_body, Rp, pp = link_slot[joint.parent]
+            child_inv = inverse_transform(joint.child_pose)   # the link frame in the joint's child-side frame
             if joint.type == "fixed":
-                R = Rp @ joint.origin[:3, :3]
-                p = pp + Rp @ joint.origin[:3, 3]
-                link_slot[joint.child] = (parent_body, R, p)
+                T = joint.origin @ child_inv
+                link_slot[joint.child] = (parent_body, Rp @ T[:3, :3], pp + Rp @ T[:3, 3])
             else:
                 elems = _elementary_bodies(joint)
                 bq, bv = q_off + joint.q_index, v_off + joint.v_index
                 for k, (bt, ax, hp, R0, p0) in enumerate(elems):
                     if k == 0:   # placement relative to the parent body, through merged fixed links
                         R0, p0 = Rp @ R0, pp + Rp @ p0
-                    bodies.append(dict(parent=parent_body, jtype=bt, iq=bq, iv=bv, nvb=BODY_NV[bt],
-                                       axis=ax, hpitch=hp, R0=R0, p0=p0, S=_subspace(bt, ax, hp),
-                                       mass=0.0, h=np.zeros(3), Io=np.zeros((3, 3))))
+                    body = dict(parent=parent_body, jtype=bt, iq=bq, iv=bv, nvb=BODY_NV.get(bt, joint.nv),
+                                axis=ax, hpitch=hp, R0=R0, p0=p0, S0=_subspace(bt, ax, hp),
+                                mass=0.0, h=np.zeros(3), Io=np.zeros((3, 3)),
+                                ta_axis=np.zeros((6, 3)), ta_coord=np.full(6, -1), ta_func=np.zeros(6))
+                    if bt == CUSTOM:
+                        body["ta_axis"], body["ta_coord"], body["ta_func"] = _custom_axes(joint, functions)
+                    bodies.append(body)
                     parent_body = len(bodies) - 1
-                    bq += BODY_NQ[bt]
-                    bv += BODY_NV[bt]
-                link_slot[joint.child] = (parent_body, np.eye(3), np.zeros(3))
+                    bq += BODY_NQ.get(bt, joint.nq)
+                    bv += body["nvb"]
+                link_slot[joint.child] = (parent_body, child_inv[:3, :3].copy(), child_inv[:3, 3].copy())
                 nv = joint.nv
                 dof["armature"].extend(joint.armature)
                 dof["damping"].extend(joint.damping)
@@ -166,14 +200,17 @@ def compile_models(models) -> Compiled:
         v_off += model.nv
     _check_massless(bodies, joint_of_v)
     nb, nl = len(bodies), len(links)
-    tf = np.zeros(tree_sizes(nb, v_off, nl)[0])
-    ti = np.zeros(tree_sizes(nb, v_off, nl)[1], dtype=np.int64)
-    ti[:4] = nb, v_off, nl, q_off
+    ff, fi, _ = pack_functions(functions)
+    sizes = tree_sizes(nb, v_off, nl, len(ff), len(fi))
+    tf = np.zeros(sizes[0])
+    ti = np.zeros(sizes[1], dtype=np.int64)
+    ti[:TREE_HEADER] = nb, v_off, nl, q_off, len(ff), len(fi)
     tree, _, _ = carve_tree(tf, ti)
     for k, b in enumerate(bodies):
-        for key in ("parent", "jtype", "iq", "iv", "nvb", "axis", "hpitch", "R0", "p0", "S",
-                    "mass", "h", "Io"):
+        for key in ("parent", "jtype", "iq", "iv", "nvb", "axis", "hpitch", "R0", "p0", "S0",
+                    "mass", "h", "Io", "ta_axis", "ta_coord", "ta_func"):
             getattr(tree, key)[k] = b[key]
+    tree.ff[:], tree.fi[:] = ff, fi
     for key in ("armature", "damping", "stiffness", "rest", "friction"):
         getattr(tree, key)[:] = dof[key]
     for k, (b, R, p) in enumerate(links):

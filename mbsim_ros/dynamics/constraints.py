@@ -62,7 +62,7 @@ OPTIONS_DEFAULTS = dict(contact_method="lcp", erp=0.01, max_erv=1e-3, cfm=1e-5, 
 # static rules (what to constrain), carved from (rf, ri)
 Rules = namedtuple("Rules", [
     "dof_parent",  # int64[nv] parent DOF in the tree, -1 at a root: the sparsity of M
-    "dof_q",       # int64[nv] q index of a one-coordinate DOF, -1 inside ball and free joints
+    "dof_q",       # int64[nv] q index of a one-coordinate DOF (custom joints' too), -1 inside ball and free joints
     "locked",      # int64[nv] 1 = held at lock_q
     "lower", "upper", "velocity_limit", "effort_limit", "lock_q",   # f8[nv]
     "loop_kind", "loop_la", "loop_lb", "loop_row0",                  # int64[nloop]
@@ -175,8 +175,9 @@ class ConstraintSet:
             dof_parent[iv] = -1 if p < 0 else tree.iv[p] + tree.nvb[p] - 1
             for k in range(1, n):
                 dof_parent[iv + k] = iv + k - 1
-            if n == 1:
-                dof_q[iv] = tree.iq[i]
+            if tree.jtype[i] not in (kernels.SPHERICAL, kernels.FREE):   # one coordinate per DOF
+                for k in range(n):
+                    dof_q[iv + k] = tree.iq[i] + k
         lower, upper, vlim, elim, lock_q = (np.full(nv, -np.inf), np.full(nv, np.inf),
                                             np.full(nv, np.inf), np.full(nv, np.inf), np.zeros(nv))
         locked = np.zeros(nv, dtype=np.int64)
@@ -309,7 +310,7 @@ def _accumulate_linear(t, d, body, p, dv, sign, J):
     b = body
     while b >= 0:
         R = d.Rw[b]
-        S = t.S[b]
+        S = d.S[b]
         # d . (v + w x r) = d . v + w . (r x d)
         r0, r1, r2 = p[0] - d.pw[b, 0], p[1] - d.pw[b, 1], p[2] - d.pw[b, 2]
         c0 = r1 * dv[2] - r2 * dv[1]
@@ -338,7 +339,7 @@ def _accumulate_angular(t, d, body, dv, sign, J):
         db0 = R[0, 0] * dv[0] + R[1, 0] * dv[1] + R[2, 0] * dv[2]
         db1 = R[0, 1] * dv[0] + R[1, 1] * dv[1] + R[2, 1] * dv[2]
         db2 = R[0, 2] * dv[0] + R[1, 2] * dv[1] + R[2, 2] * dv[2]
-        S = t.S[b]
+        S = d.S[b]
         iv = t.iv[b]
         for k in range(t.nvb[b]):
             J[iv + k] += sign * (db0 * S[3, k] + db1 * S[4, k] + db2 * S[5, k])

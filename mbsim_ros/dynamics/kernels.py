@@ -13,19 +13,29 @@ from collections import namedtuple
 
 from numba import njit
 
-# Elementary body types (compiled.py maps every Model joint type onto them).
-REVOLUTE, PRISMATIC, HELICAL, SPHERICAL, FREE = 1, 2, 3, 4, 5
+from .functions import FI_COLUMNS, eval_function
+
+# Elementary body types (compiled.py maps every Model joint type onto them). CUSTOM is a
+# function-based body (OpenSim's CustomJoint, Simbody's FunctionBased mobilizer): nvb
+# coordinates with v = dq/dt driving six transform axes through functions, so its motion
+# subspace depends on q and lives in Data.S, rewritten by every kinematics pass.
+REVOLUTE, PRISMATIC, HELICAL, SPHERICAL, FREE, CUSTOM = 1, 2, 3, 4, 5, 6
 
 # What the kernels read; every array is contiguous and typed.
 Tree = namedtuple("Tree", [
     "parent",      # int64[nb]   parent body, -1 = world
-    "jtype",       # int64[nb]   REVOLUTE ... FREE
+    "jtype",       # int64[nb]   REVOLUTE ... CUSTOM
     "iq", "iv",    # int64[nb]   first coordinate / velocity index
     "nvb",         # int64[nb]   DOFs of the body
     "axis",        # f8[nb,3]    joint axis (body frame)
     "hpitch",      # f8[nb]      helical: translation per radian
     "R0", "p0",    # f8[nb,3,3], f8[nb,3]: joint placement in the parent body frame
-    "S",           # f8[nb,6,6]  motion subspace columns (first nvb used), body frame
+    "S0",          # f8[nb,6,6]  constant motion subspace (first nvb columns; zero for CUSTOM):
+                   #             Compiled.new_data copies it into Data.S, which the kernels read
+    "ta_axis",     # f8[nb,6,3]  CUSTOM: the six transform axes (rotations 0-2, translations 3-5)
+    "ta_coord",    # int64[nb,6] CUSTOM: the body coordinate (0..nvb-1) driving each axis, -1 = constant
+    "ta_func",     # int64[nb,6] CUSTOM: each axis's function in ff/fi
+    "ff", "fi",    # f8[nff], int64[nfn,FI_COLUMNS]: packed functions (functions.py)
     "mass", "h", "Io",  # f8[nb], f8[nb,3], f8[nb,3,3]: mass, first moment m*c, inertia about the body origin
     "armature", "damping", "stiffness", "rest", "friction",  # f8[nv]
     "link_body",   # int64[nl]   body carrying each Model link, -1 = world (welded)
@@ -38,13 +48,15 @@ Data = namedtuple("Data", [
     "Rr", "pr",    # body pose in its parent body frame
     "Rw", "pw",    # body pose in the world
     "X",           # motion transform parent -> body
+    "S",           # motion subspace of each body at q (body frame; first nvb columns)
+    "ta_axis_b", "ta_deriv",  # CUSTOM: each transform axis in the body frame, and (f', f'') of its function at q
     "vel", "cb", "acc",  # body velocity, velocity-product acceleration, acceleration (body frame)
     "IA", "pA",    # articulated inertia and bias force
     "U", "Dinv", "u",  # per body: IA S, (S^T IA S + diag)^-1, tau - S^T pA
     "f",           # body forces (RNEA) / composite inertias use IA
     "fext",        # external force on each body (body frame, about its origin)
     "M", "qdd", "tau_total", "diag",
-    "t6a", "t6b", "T66", "T66b", "UDi",  # scratch
+    "t6a", "t6b", "T66", "T66b", "UDi", "R33",  # scratch
     "link_R", "link_p",  # world link poses
     "q_prev", "v_prev",  # state at the start of the last step
     "a_step",      # (v after the step's impulses - v_prev) / dt: the last step's acceleration
@@ -52,29 +64,35 @@ Data = namedtuple("Data", [
 ])
 
 
-def tree_sizes(nb, nv, nl):
+TREE_HEADER = 6    # ti[:6] = nb, nv, nl, nq, nff, nfn
+
+
+def tree_sizes(nb, nv, nl, nff, nfn):
     """(float, int) buffer lengths that carve_tree lays out (checked against it at compile)."""
-    return nb * 65 + 5 * nv + 12 * nl + 3, 4 + 5 * nb + nl
+    return (nb * 83 + 5 * nv + 12 * nl + 3 + nff,
+            TREE_HEADER + 17 * nb + nl + FI_COLUMNS * nfn)
 
 
 def data_size(nb, nv, nq, nl):
     """Float buffer length that carve_data lays out."""
-    return nb * 210 + nv * nv + 16 * nv + 2 * nq + 12 * nl + 120
+    return nb * 276 + nv * nv + 16 * nv + 2 * nq + 12 * nl + 129
 
 
 @njit(cache=True, nogil=True)
 def carve_tree(tf, ti):
-    """The Tree as views into one float and one int buffer (header ti[:4] = nb, nv, nl, nq).
+    """The Tree as views into one float and one int buffer (header ti[:6] = nb, nv, nl, nq,
+    nff, nfn).
 
     Kernels take the buffers, not the namedtuple: numba types a tuple of ~25 arrays on its
     slow path (microseconds per call), three buffers on its fast one."""
-    nb, nv, nl = ti[0], ti[1], ti[2]
+    nb, nv, nl, nff, nfn = ti[0], ti[1], ti[2], ti[4], ti[5]
     o = 0
     axis = tf[o:o + 3 * nb].reshape((nb, 3)); o += 3 * nb
     hpitch = tf[o:o + nb]; o += nb
     R0 = tf[o:o + 9 * nb].reshape((nb, 3, 3)); o += 9 * nb
     p0 = tf[o:o + 3 * nb].reshape((nb, 3)); o += 3 * nb
-    S = tf[o:o + 36 * nb].reshape((nb, 6, 6)); o += 36 * nb
+    S0 = tf[o:o + 36 * nb].reshape((nb, 6, 6)); o += 36 * nb
+    ta_axis = tf[o:o + 18 * nb].reshape((nb, 6, 3)); o += 18 * nb
     mass = tf[o:o + nb]; o += nb
     h = tf[o:o + 3 * nb].reshape((nb, 3)); o += 3 * nb
     Io = tf[o:o + 9 * nb].reshape((nb, 3, 3)); o += 9 * nb
@@ -86,15 +104,20 @@ def carve_tree(tf, ti):
     link_R = tf[o:o + 9 * nl].reshape((nl, 3, 3)); o += 9 * nl
     link_p = tf[o:o + 3 * nl].reshape((nl, 3)); o += 3 * nl
     gravity = tf[o:o + 3]; o += 3
-    k = 4
+    ff = tf[o:o + nff]; o += nff
+    k = TREE_HEADER
     parent = ti[k:k + nb]; k += nb
     jtype = ti[k:k + nb]; k += nb
     iq = ti[k:k + nb]; k += nb
     iv = ti[k:k + nb]; k += nb
     nvb = ti[k:k + nb]; k += nb
     link_body = ti[k:k + nl]; k += nl
-    tree = Tree(parent, jtype, iq, iv, nvb, axis, hpitch, R0, p0, S, mass, h, Io, armature,
-                damping, stiffness, rest, friction, link_body, link_R, link_p, gravity)
+    ta_coord = ti[k:k + 6 * nb].reshape((nb, 6)); k += 6 * nb
+    ta_func = ti[k:k + 6 * nb].reshape((nb, 6)); k += 6 * nb
+    fi = ti[k:k + FI_COLUMNS * nfn].reshape((nfn, FI_COLUMNS)); k += FI_COLUMNS * nfn
+    tree = Tree(parent, jtype, iq, iv, nvb, axis, hpitch, R0, p0, S0, ta_axis, ta_coord, ta_func,
+                ff, fi, mass, h, Io, armature, damping, stiffness, rest, friction, link_body,
+                link_R, link_p, gravity)
     return tree, o, k
 
 
@@ -108,6 +131,9 @@ def carve_data(df, ti):
     Rw = df[o:o + 9 * nb].reshape((nb, 3, 3)); o += 9 * nb
     pw = df[o:o + 3 * nb].reshape((nb, 3)); o += 3 * nb
     X = df[o:o + 36 * nb].reshape((nb, 6, 6)); o += 36 * nb
+    S = df[o:o + 36 * nb].reshape((nb, 6, 6)); o += 36 * nb
+    ta_axis_b = df[o:o + 18 * nb].reshape((nb, 6, 3)); o += 18 * nb
+    ta_deriv = df[o:o + 12 * nb].reshape((nb, 6, 2)); o += 12 * nb
     vel = df[o:o + 6 * nb].reshape((nb, 6)); o += 6 * nb
     cb = df[o:o + 6 * nb].reshape((nb, 6)); o += 6 * nb
     acc = df[o:o + 6 * nb].reshape((nb, 6)); o += 6 * nb
@@ -127,6 +153,7 @@ def carve_data(df, ti):
     T66 = df[o:o + 36].reshape((6, 6)); o += 36
     T66b = df[o:o + 36].reshape((6, 6)); o += 36
     UDi = df[o:o + 36].reshape((6, 6)); o += 36
+    R33 = df[o:o + 9].reshape((3, 3)); o += 9
     link_R = df[o:o + 9 * nl].reshape((nl, 3, 3)); o += 9 * nl
     link_p = df[o:o + 3 * nl].reshape((nl, 3)); o += 3 * nl
     q_prev = df[o:o + nq]; o += nq
@@ -138,9 +165,9 @@ def carve_data(df, ti):
     v_stage = df[o:o + nv]; o += nv
     v_sum = df[o:o + nv]; o += nv
     a_sum = df[o:o + nv]; o += nv
-    data = Data(Rr, pr, Rw, pw, X, vel, cb, acc, IA, pA, U, Dinv, u, f, fext, M, qdd, tau_total,
-                diag, t6a, t6b, T66, T66b, UDi, link_R, link_p, q_prev, v_prev, a_step, k_v, k_a,
-                q_stage, v_stage, v_sum, a_sum)
+    data = Data(Rr, pr, Rw, pw, X, S, ta_axis_b, ta_deriv, vel, cb, acc, IA, pA, U, Dinv, u, f,
+                fext, M, qdd, tau_total, diag, t6a, t6b, T66, T66b, UDi, R33, link_R, link_p,
+                q_prev, v_prev, a_step, k_v, k_a, q_stage, v_stage, v_sum, a_sum)
     return data, o
 
 
@@ -360,12 +387,107 @@ def _invert_spd(A, n, Ainv):
 
 # ---------------------------------------------------------------------------- kinematics ---
 @kernel
+def _custom_joint(t, d, i, q):
+    """A CUSTOM body: its pose in the parent body frame (R0 R(q), p0 + R0 p(q)) into Rr, pr;
+    its motion subspace into d.S[i]; and, for the velocity pass, each transform axis in the
+    body frame with (f', f'') of its function (d.ta_axis_b, d.ta_deriv).
+
+    R = R(a0, f0) R(a1, f1) R(a2, f2), p = f3 a3 + f4 a4 + f5 a5 (joint frame). The body's
+    angular velocity is sum f_k' qdot e_k with e_k = (R_k+1 ... R_2)^T a_k (rotation k's axis
+    in the body frame); its origin's velocity sum f_k' qdot R^T a_k (translations)."""
+    iq = t.iq[i]
+    n = t.nvb[i]
+    S = d.S[i]
+    for a in range(6):
+        for c in range(n):
+            S[a, c] = 0.0
+    A = d.Rw[i]          # scratch until forward_kinematics sets it: R_k ... R_2 so far
+    Rk = d.R33
+    for a in range(3):
+        for b in range(3):
+            A[a, b] = 1.0 if a == b else 0.0
+    px = py = pz = 0.0
+    for step in range(6):
+        k = 2 - step if step < 3 else step      # rotations innermost first, then translations
+        c = t.ta_coord[i, k]
+        x = q[iq + c] if c >= 0 else 0.0
+        # `inputs` is never read: compile() refuses input functions on transform axes
+        f, df, ddf = eval_function(t.ff, t.fi, t.ta_func[i, k], x, t.ff)
+        if c < 0:
+            df = ddf = 0.0
+        ax = t.ta_axis[i, k]
+        e = d.ta_axis_b[i, k]
+        for b in range(3):       # the axis in the body frame: A^T a (A = R once the rotations are done)
+            e[b] = A[0, b] * ax[0] + A[1, b] * ax[1] + A[2, b] * ax[2]
+        d.ta_deriv[i, k, 0] = df
+        d.ta_deriv[i, k, 1] = ddf
+        row = 3 if k < 3 else 0
+        if c >= 0:
+            for b in range(3):
+                S[row + b, c] += df * e[b]
+        if k < 3:
+            _axis_angle_to_R(ax, f, Rk)
+            for b in range(3):   # A = Rk A, column by column
+                a0 = Rk[0, 0] * A[0, b] + Rk[0, 1] * A[1, b] + Rk[0, 2] * A[2, b]
+                a1 = Rk[1, 0] * A[0, b] + Rk[1, 1] * A[1, b] + Rk[1, 2] * A[2, b]
+                a2 = Rk[2, 0] * A[0, b] + Rk[2, 1] * A[1, b] + Rk[2, 2] * A[2, b]
+                A[0, b], A[1, b], A[2, b] = a0, a1, a2
+        else:
+            px += f * ax[0]
+            py += f * ax[1]
+            pz += f * ax[2]
+    R0, p0, Rr, pr = t.R0[i], t.p0[i], d.Rr[i], d.pr[i]
+    for a in range(3):
+        for b in range(3):
+            Rr[a, b] = R0[a, 0] * A[0, b] + R0[a, 1] * A[1, b] + R0[a, 2] * A[2, b]
+        pr[a] = p0[a] + R0[a, 0] * px + R0[a, 1] * py + R0[a, 2] * pz
+
+
+@kernel
+def _custom_bias_add(t, d, i, v, out):
+    """out += Sdot qdot of CUSTOM body i (the apparent derivative of S(q) qdot in the body
+    frame): second derivatives of the functions along the axes, plus the turning of the body
+    axes, de_k/dt = e_k x sum_{m>k} fdot_m e_m for rotations, dl/dt = l x w_J for translations."""
+    iv = t.iv[i]
+    w0 = w1 = w2 = 0.0       # sum of fdot_m e_m over the rotations after k: ends as the joint's w
+    for k in range(2, -1, -1):
+        c = t.ta_coord[i, k]
+        if c < 0:
+            continue
+        qd = v[iv + c]
+        fd = d.ta_deriv[i, k, 0] * qd
+        fdd = d.ta_deriv[i, k, 1] * qd * qd
+        e = d.ta_axis_b[i, k]
+        out[3] += fdd * e[0] + fd * (e[1] * w2 - e[2] * w1)
+        out[4] += fdd * e[1] + fd * (e[2] * w0 - e[0] * w2)
+        out[5] += fdd * e[2] + fd * (e[0] * w1 - e[1] * w0)
+        w0 += fd * e[0]
+        w1 += fd * e[1]
+        w2 += fd * e[2]
+    for k in range(3, 6):
+        c = t.ta_coord[i, k]
+        if c < 0:
+            continue
+        qd = v[iv + c]
+        fd = d.ta_deriv[i, k, 0] * qd
+        fdd = d.ta_deriv[i, k, 1] * qd * qd
+        e = d.ta_axis_b[i, k]
+        out[0] += fdd * e[0] + fd * (e[1] * w2 - e[2] * w1)
+        out[1] += fdd * e[1] + fd * (e[2] * w0 - e[0] * w2)
+        out[2] += fdd * e[2] + fd * (e[0] * w1 - e[1] * w0)
+
+
+@kernel
 def forward_kinematics(t, d, q):
-    """Body poses relative to the parent (Rr, pr), motion transforms X and world poses."""
+    """Body poses relative to the parent (Rr, pr), motion transforms X and world poses; the
+    motion subspaces of CUSTOM bodies (d.S)."""
     nb = t.parent.shape[0]
     for i in range(nb):
-        _joint_placement(t.jtype[i], t.iq[i], t.axis[i], t.hpitch[i], t.R0[i], t.p0[i], q,
-                         d.Rw[i], d.Rr[i], d.pr[i])   # Rw[i] is scratch until set below
+        if t.jtype[i] == CUSTOM:
+            _custom_joint(t, d, i, q)
+        else:
+            _joint_placement(t.jtype[i], t.iq[i], t.axis[i], t.hpitch[i], t.R0[i], t.p0[i], q,
+                             d.Rw[i], d.Rr[i], d.pr[i])   # Rw[i] is scratch until set below
         _motion_transform(d.Rr[i], d.pr[i], d.X[i])
         p = t.parent[i]
         if p < 0:
@@ -402,7 +524,8 @@ def link_poses(t, d):
 
 @kernel
 def _velocities(t, d, v):
-    """Body velocities and velocity-product accelerations cb = vel x (S qdot)."""
+    """Body velocities and velocity-product accelerations cb = vel x (S qdot) (+ Sdot qdot for
+    CUSTOM bodies, whose S turns with q)."""
     nb = t.parent.shape[0]
     vJ = d.t6a
     for i in range(nb):
@@ -412,7 +535,7 @@ def _velocities(t, d, v):
                 d.vel[i, a] = 0.0
         else:
             _mv6(d.X[i], d.vel[p], d.vel[i])
-        S = t.S[i]
+        S = d.S[i]
         iv = t.iv[i]
         for a in range(6):
             s = 0.0
@@ -421,6 +544,8 @@ def _velocities(t, d, v):
             vJ[a] = s
             d.vel[i, a] += s
         _cross_motion(d.vel[i], vJ, d.cb[i])
+        if t.jtype[i] == CUSTOM:
+            _custom_bias_add(t, d, i, v, d.cb[i])
 
 
 @kernel
@@ -446,7 +571,7 @@ def aba(t, d, tau, diag, qdd):
     for i in range(nb - 1, -1, -1):
         nd = t.nvb[i]
         iv = t.iv[i]
-        S = t.S[i]
+        S = d.S[i]
         IA = d.IA[i]
         U = d.U[i]
         UDi = d.UDi
@@ -524,7 +649,7 @@ def aba(t, d, tau, diag, qdd):
             acc[a] += d.cb[i, a]
         nd = t.nvb[i]
         iv = t.iv[i]
-        S = t.S[i]
+        S = d.S[i]
         U = d.U[i]
         for k in range(nd):
             s = d.u[i, k]
@@ -552,7 +677,7 @@ def body_accelerations(t, d, qdd, a0):
         p = t.parent[i]
         acc = d.acc[i]
         _mv6(d.X[i], a0 if p < 0 else d.acc[p], acc)
-        S = t.S[i]
+        S = d.S[i]
         iv = t.iv[i]
         for a in range(6):
             s = d.cb[i, a]
@@ -577,7 +702,7 @@ def rnea(t, d, qdd, tau):
         for a in range(6):
             d.f[i, a] -= d.fext[i, a]
     for i in range(nb - 1, -1, -1):
-        S = t.S[i]
+        S = d.S[i]
         iv = t.iv[i]
         for k in range(t.nvb[i]):
             s = t.armature[iv + k] * qdd[iv + k]
@@ -603,7 +728,7 @@ def crba(t, d, M):
     F = d.t6a
     G = d.t6b
     for i in range(nb):
-        Si = t.S[i]
+        Si = d.S[i]
         ivi = t.iv[i]
         for k in range(t.nvb[i]):
             col = ivi + k
@@ -614,7 +739,7 @@ def crba(t, d, M):
                 F[a] = s
             j = i
             while True:
-                Sj = t.S[j]
+                Sj = d.S[j]
                 ivj = t.iv[j]
                 for r in range(t.nvb[j]):
                     s = 0.0
@@ -650,7 +775,7 @@ def point_jacobian(t, d, link, point, J):
     b = t.link_body[link]
     while b >= 0:
         Rb = d.Rw[b]
-        S = t.S[b]
+        S = d.S[b]
         r0, r1, r2 = pt0 - d.pw[b, 0], pt1 - d.pw[b, 1], pt2 - d.pw[b, 2]
         for k in range(t.nvb[b]):
             col = t.iv[b] + k
@@ -681,6 +806,10 @@ def integrate(t, q, v, dt, q_out):
         iv = t.iv[i]
         if jt == REVOLUTE or jt == PRISMATIC or jt == HELICAL:
             q_out[iq] = q[iq] + v[iv] * dt
+            continue
+        if jt == CUSTOM:
+            for k in range(t.nvb[i]):
+                q_out[iq + k] = q[iq + k] + v[iv + k] * dt
             continue
         qo = iq if jt == SPHERICAL else iq + 3
         wo = iv if jt == SPHERICAL else iv + 3
@@ -739,7 +868,8 @@ def _first_nonfinite(t, q, v):
         for k in range(t.nvb[i]):
             if not math.isfinite(v[t.iv[i] + k]):
                 return t.iv[i] + k
-        nq = 1 if t.nvb[i] == 1 else (4 if t.jtype[i] == SPHERICAL else 7)
+        jt = t.jtype[i]
+        nq = 4 if jt == SPHERICAL else (7 if jt == FREE else t.nvb[i])
         for k in range(nq):
             if not math.isfinite(q[t.iq[i] + k]):
                 return t.iv[i]
@@ -763,7 +893,8 @@ def _passive_implicit(t, d, q, v, tau, dt, friction_velocity):
     as a damper of coefficient friction / max(|v|, friction_velocity), also implicit."""
     for i in range(t.parent.shape[0]):
         iv = t.iv[i]
-        one_dof = t.nvb[i] == 1
+        jt = t.jtype[i]
+        one_q_per_dof = jt != SPHERICAL and jt != FREE
         for k in range(t.nvb[i]):
             j = iv + k
             damp = t.damping[j]
@@ -771,9 +902,9 @@ def _passive_implicit(t, d, q, v, tau, dt, friction_velocity):
                 damp += t.friction[j] / max(abs(v[j]), friction_velocity)
             tt = tau[j] - damp * v[j]
             dg = t.armature[j] + dt * damp
-            if one_dof:
+            if one_q_per_dof:
                 K = t.stiffness[j]
-                tt -= K * (q[t.iq[i]] - t.rest[j] + dt * v[j])
+                tt -= K * (q[t.iq[i] + k] - t.rest[j] + dt * v[j])
                 dg += dt * dt * K
             d.tau_total[j] = tt
             d.diag[j] = dg

@@ -9,7 +9,10 @@ Topics (NS = the namespace, by default the first model's name):
   PD gains), NS/joint_efforts (Float64MultiArray, every DOF in model order).
 TF: frame ids are the model's link names (with the frame prefix); a floating base is odom ->
 root link with a static world -> odom; other roots hang from world; fixed joints, sensor
-frames, camera optical frames and range laser frames are static.
+frames, camera optical frames and range laser frames are static. A moving joint with a
+child_pose ends at the URDF's `<joint>_child_frame` link (formats.urdf.joint_frame_links), with
+a static child_frame -> child link, so TF has every link the URDF has (but the intermediate
+links of joints written as chains).
 Every message is built once and serialized once; building and writing run in `publish` (an
 AsyncPublisher's submit, so the physics thread never waits on a transport), or inline.
 """
@@ -21,7 +24,9 @@ import re
 import numpy as np
 
 from ..formats import to_urdf
+from ..formats.urdf import joint_frame_links
 from ..model import sensor_ros_frames
+from ..model.transforms import inverse_transform
 from . import messages as msg
 from .qos import CLOCK, DEFAULT, LATCHED, SENSOR, TF
 
@@ -137,28 +142,28 @@ class Bridge:
         """DOFs for joint_states, the TF tree (static and moving edges), devices' topics."""
         sim = self.sim
         self.dofs = []                       # (DOF name, q index, v index, joint name)
-        self.moving = []                     # (parent frame, child frame, parent link or None, child link)
+        self.moving = []                     # (parent frame, child frame, parent link or None, child link,
+                                             #  the child frame in the child link or None)
         self.static = []                     # (parent frame, child frame, 4x4)
         q_off = v_off = 0
         floating = False
         for model in sim.models:
             names = model.dof_names
+            child_frames = joint_frame_links(model)
             for j in model.joints:
                 if j.type not in ("fixed", "ball", "free"):
                     for k in range(j.nv):
                         self.dofs.append((names[j.v_index + k], q_off + j.q_index + k, v_off + j.v_index + k, j.name))
-                if j.parent is None:
-                    if j.type == "free":
-                        floating = True
-                        self.moving.append(("odom", self.frame(j.child), None, j.child))
-                    elif j.type == "fixed":
-                        self.static.append(("world", self.frame(j.child), j.origin))
-                    else:
-                        self.moving.append(("world", self.frame(j.child), None, j.child))
-                elif j.type == "fixed":
-                    self.static.append((self.frame(j.parent), self.frame(j.child), j.origin))
+                parent = self.frame(j.parent) if j.parent is not None else ("odom" if j.type == "free" else "world")
+                floating = floating or (j.parent is None and j.type == "free")
+                if j.type == "fixed":
+                    self.static.append((parent, self.frame(j.child), j.origin @ inverse_transform(j.child_pose)))
+                elif j.name in child_frames:
+                    frame = self.frame(child_frames[j.name])
+                    self.moving.append((parent, frame, j.parent, j.child, j.child_pose))
+                    self.static.append((frame, self.frame(j.child), inverse_transform(j.child_pose)))
                 else:
-                    self.moving.append((self.frame(j.parent), self.frame(j.child), j.parent, j.child))
+                    self.moving.append((parent, self.frame(j.child), j.parent, j.child, None))
             for s in model.sensors:
                 self.static.append((self.frame(s.link), self.frame(s.name), s.pose))
                 for name, pose in sensor_ros_frames(s):
@@ -258,8 +263,8 @@ class Bridge:
         if self.moving and rates["tf_rate"].due(t):
             T = sim.link_transforms()
             edges = []
-            for parent, child, parent_link, child_link in self.moving:
-                Tc = T[child_link]
+            for parent, child, parent_link, child_link, child_pose in self.moving:
+                Tc = T[child_link] if child_pose is None else T[child_link] @ child_pose
                 edges.append((t, parent, child, Tc if parent_link is None else np.linalg.solve(T[parent_link], Tc)))
             work.append(("tf", edges))
         readings = sim.readings()

@@ -49,13 +49,15 @@ def to_pinocchio(model: Model) -> pin.Model:
     for j in model.joints:
         parent_id, parent_M = (0, pin.SE3.Identity()) if j.parent is None else slot[j.parent]
         origin = parent_M * pin.SE3(j.origin[:3, :3].copy(), j.origin[:3, 3].copy())
+        # the link frame in the joint's child-side frame: inv(child_pose)
+        child = pin.SE3(j.child_pose[:3, :3].copy(), j.child_pose[:3, 3].copy()).inverse()
         if j.type == "fixed":
-            slot[j.child] = (parent_id, origin)
+            slot[j.child] = (parent_id, origin * child)
         else:
             jid = parent_id
             for k, jm in enumerate(_pin_joints(j)):
                 jid = pm.addJoint(jid, jm, origin if k == 0 else pin.SE3.Identity(), f"{j.name}_{k}")
-            slot[j.child] = (jid, pin.SE3.Identity())
+            slot[j.child] = (jid, child)
             pm.armature[j.v_index:j.v_index + j.nv] = j.armature
         link = model.link(j.child)
         jid, M = slot[j.child]
