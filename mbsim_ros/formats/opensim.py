@@ -113,7 +113,6 @@ _JOINT_TYPES = ("WeldJoint", "PinJoint", "SliderJoint", "UniversalJoint", "Gimba
                 "FreeJoint", "PlanarJoint", "CustomJoint", "EllipsoidJoint")
 _FUNCTION_TYPES = ("Constant", "LinearFunction", "PolynomialFunction", "SimmSpline", "NaturalCubicSpline",
                    "PiecewiseLinearFunction", "GCVSpline", "MultiplierFunction", "Sine", "StepFunction")
-_CONTACT_FORCES = ("HuntCrossleyForce", "SmoothSphereHalfSpaceForce")
 _MUSCLE_WORDS = ("Muscle", "Ligament", "PathSpring", "PathActuator")
 
 
@@ -283,10 +282,6 @@ def _axis_rotation_to_z(direction):
 
 _ROT_Y_TO_Z = make_transform(xyz_rotation((-math.pi / 2, 0, 0)))   # OpenSim's y-axis shapes -> our z
 _ROT_HALFSPACE = make_transform(xyz_rotation((0, -math.pi / 2, 0)))   # half-space x < 0 outside -> plane normal +z
-
-
-def _tag(el):
-    return el.tag if isinstance(el.tag, str) else ""
 
 
 def _elements(el):
