@@ -36,15 +36,17 @@ from .kernels import crba, inline, kernel
 from .lcp import lcp_workspace_size, solve_boxed_lcp
 
 # loop closure kinds -> rows
-LOOP_BALL, LOOP_WELD, LOOP_HINGE, LOOP_LINE, LOOP_PLANE, LOOP_DISTANCE, LOOP_REV_SPH, LOOP_REV_TRANS = range(1, 9)
+(LOOP_BALL, LOOP_WELD, LOOP_HINGE, LOOP_LINE, LOOP_PLANE, LOOP_DISTANCE, LOOP_REV_SPH, LOOP_REV_TRANS,
+ LOOP_PARALLEL, LOOP_ORIENTATION) = range(1, 11)
 LOOP_KINDS = {
     "ball": (LOOP_BALL, 3), "xyz": (LOOP_BALL, 3), "weld": (LOOP_WELD, 6), "hinge": (LOOP_HINGE, 5),
     "xy": (LOOP_LINE, 2), "piston": (LOOP_LINE, 2), "point_line": (LOOP_LINE, 2),
     "z": (LOOP_PLANE, 1), "point_plane": (LOOP_PLANE, 1), "distance": (LOOP_DISTANCE, 1),
     "revolute_spherical": (LOOP_REV_SPH, 2), "revolute_translational": (LOOP_REV_TRANS, 4),
+    "parallel": (LOOP_PARALLEL, 2), "orientation": (LOOP_ORIENTATION, 3),
 }
 # what a row is, for reporting
-ROW_CONTACT, ROW_FRICTION, ROW_LIMIT, ROW_VELOCITY, ROW_LOCK, ROW_LOOP = range(1, 7)
+ROW_CONTACT, ROW_FRICTION, ROW_LIMIT, ROW_VELOCITY, ROW_LOCK, ROW_LOOP, ROW_MOTOR, ROW_COUPLER, ROW_STOP = range(1, 10)
 # contact methods
 CONTACT_NONE, CONTACT_LCP, CONTACT_PENALTY = 0, 1, 2
 CONTACT_METHODS = {"none": CONTACT_NONE, "lcp": CONTACT_LCP, "penalty": CONTACT_PENALTY}
@@ -69,6 +71,7 @@ Rules = namedtuple("Rules", [
     "loop_pa", "loop_pb", "loop_ua", "loop_u1", "loop_u2",           # f8[nloop,3] (link frames)
     "loop_rrel",   # f8[nloop,3,3] weld: link b's orientation in link a's
     "loop_dist",   # f8[nloop]
+    "world_R",     # f8[3,3] identity: the orientation of the world as a loop's link (None)
 ])
 
 # per-step workspace, carved from (sf, si)
@@ -91,7 +94,7 @@ STAT_NCON, STAT_ROWS, STAT_STATUS, STAT_FALLBACKS, STAT_FAILURES, STAT_DROPPED, 
 
 
 def rules_sizes(nv, nloop):
-    return 5 * nv + nloop * 25, 3 * nv + 4 * nloop
+    return 5 * nv + nloop * 25 + 9, 3 * nv + 4 * nloop
 
 
 def solver_sizes(mmax, nv, maxc, nlooprows):
@@ -114,6 +117,7 @@ def carve_rules(rf, ri, nv, nloop):
     loop_u2 = rf[o:o + 3 * nloop].reshape((nloop, 3)); o += 3 * nloop
     loop_rrel = rf[o:o + 9 * nloop].reshape((nloop, 3, 3)); o += 9 * nloop
     loop_dist = rf[o:o + nloop]; o += nloop
+    world_R = rf[o:o + 9].reshape((3, 3)); o += 9
     k = 0
     dof_parent = ri[k:k + nv]; k += nv
     dof_q = ri[k:k + nv]; k += nv
@@ -124,7 +128,7 @@ def carve_rules(rf, ri, nv, nloop):
     loop_row0 = ri[k:k + nloop]; k += nloop
     rules = Rules(dof_parent, dof_q, locked, lower, upper, velocity_limit, effort_limit, lock_q,
                   loop_kind, loop_la, loop_lb, loop_row0, loop_pa, loop_pb, loop_ua, loop_u1,
-                  loop_u2, loop_rrel, loop_dist)
+                  loop_u2, loop_rrel, loop_dist, world_R)
     return rules, o, k
 
 
@@ -161,9 +165,11 @@ def carve_solver(sf, si, mmax, nv, maxc, nlooprows):
 # ------------------------------------------------------------------------- compiling ---
 class ConstraintSet:
     """The rules of one compiled world (buffers rf, ri) and the solver workspace (sf, si, lf, li).
-    `sizes` = (nv, loops, max rows, contact capacity, loop rows, max contacts in the LCP)."""
+    `sizes` = (nv, loops, max rows, contact capacity, loop and drive rows, max contacts in the LCP).
+    forces (a forces.ForceSet, optional) adds its motor guides as loops and room for its rows:
+    stops before the loop rows, drive rows (motors, couplers) after them, warm-started with them."""
 
-    def __init__(self, compiled, geomset, max_contacts):
+    def __init__(self, compiled, geomset, max_contacts, forces=None):
         models = compiled.models
         tree = compiled.tree
         nv = compiled.nv
@@ -196,6 +202,9 @@ class ConstraintSet:
                 locked[sl] = joint.locked_dofs
             v_off += model.nv
         self.loops = [lc for model in models for lc in model.constraints]
+        if forces is not None:
+            self.loops += forces.guide_loops
+        stop_rows, drive_rows = (0, 0) if forces is None else (forces.stop_rows, forces.drive_rows)
         nloop = len(self.loops)
         rf = np.zeros(rules_sizes(nv, nloop)[0])
         ri = np.zeros(rules_sizes(nv, nloop)[1], dtype=np.int64)
@@ -204,6 +213,7 @@ class ConstraintSet:
         rules.dof_parent[:], rules.dof_q[:], rules.locked[:] = dof_parent, dof_q, locked
         rules.lower[:], rules.upper[:], rules.velocity_limit[:] = lower, upper, vlim
         rules.effort_limit[:], rules.lock_q[:] = elim, lock_q
+        rules.world_R[:] = np.eye(3)
         nlooprows = self._compile_loops(compiled, rules)
         self.rf, self.ri, self.rules, self.nloop, self.nlooprows = rf, ri, rules, nloop, nlooprows
         # contact arrays hold every detected contact (penalty forces act on all of them); the
@@ -214,8 +224,8 @@ class ConstraintSet:
         self.max_contacts = min(max_contacts, self.capacity) if has_pairs else 0
         limited = np.isfinite(lower) | np.isfinite(upper)
         self.mmax = max(1, 3 * self.max_contacts + int(limited.sum()) + int(np.isfinite(vlim).sum())
-                        + int(locked.sum()) + nlooprows)
-        ccap, lrows = self.capacity, max(nlooprows, 1)
+                        + int(locked.sum()) + nlooprows + stop_rows + drive_rows)
+        ccap, lrows = self.capacity, max(nlooprows + drive_rows, 1)
         sizes = solver_sizes(self.mmax, nv, ccap, lrows)
         self.sf = np.zeros(sizes[0])
         self.si = np.zeros(sizes[1], dtype=np.int64)
@@ -241,12 +251,15 @@ class ConstraintSet:
                 raise ModelError(f"loop constraint {lc.name!r}: type {lc.type!r}; expected one of "
                                  f"{', '.join(LOOP_KINDS)}")
             for which in (lc.link1, lc.link2):
-                if which not in index:
+                if which is not None and which not in index:
                     raise ModelError(f"loop constraint {lc.name!r}: no link named {which!r}")
+            if lc.link1 is None and lc.link2 is None:
+                raise ModelError(f"loop constraint {lc.name!r}: both sides are the world")
             kind, nrows = LOOP_KINDS[lc.type]
-            la, lb = index[lc.link1], index[lc.link2]
-            Ra, pa0 = data.link_R[la].copy(), data.link_p[la].copy()
-            Rb, pb0 = data.link_R[lb].copy(), data.link_p[lb].copy()
+            # link None is the world: index -1, identity pose
+            la, lb = index.get(lc.link1, -1), index.get(lc.link2, -1)
+            Ra, pa0 = (np.eye(3), np.zeros(3)) if la < 0 else (data.link_R[la].copy(), data.link_p[la].copy())
+            Rb, pb0 = (np.eye(3), np.zeros(3)) if lb < 0 else (data.link_R[lb].copy(), data.link_p[lb].copy())
             pa = pa0 + Ra @ lc.pos1
             pb = pb0 + Rb @ lc.pos2
             axis = np.asarray(lc.axis, float) / np.linalg.norm(lc.axis)
@@ -256,7 +269,7 @@ class ConstraintSet:
             n1 = np.cross(axis, e); n1 /= np.linalg.norm(n1)
             n2 = np.cross(axis, n1)
             u1, u2 = n1, n2
-            if kind == LOOP_HINGE:
+            if kind == LOOP_HINGE or kind == LOOP_PARALLEL:
                 u1, u2 = Rb.T @ (Ra @ n1), Rb.T @ (Ra @ n2)
             dist = float(lc.params.get("distance", np.nan))
             if kind in (LOOP_DISTANCE, LOOP_REV_SPH) and not np.isfinite(dist):
@@ -357,19 +370,25 @@ def _set_row(s, m, kind, src, target, lo, hi, findex):
 
 
 @inline
+def _body(t, link):
+    """The body carrying `link`; -1 for the world (link -1) and links welded to it."""
+    return -1 if link < 0 else t.link_body[link]
+
+
+@inline
 def _linear_row(t, d, s, m, la, lb, pa, pb, dv):
     J = s.J[m]
     J[:] = 0.0
-    _accumulate_linear(t, d, t.link_body[la], pa, dv, 1.0, J)
-    _accumulate_linear(t, d, t.link_body[lb], pb, dv, -1.0, J)
+    _accumulate_linear(t, d, _body(t, la), pa, dv, 1.0, J)
+    _accumulate_linear(t, d, _body(t, lb), pb, dv, -1.0, J)
 
 
 @inline
 def _angular_row(t, d, s, m, la, lb, dv):
     J = s.J[m]
     J[:] = 0.0
-    _accumulate_angular(t, d, t.link_body[la], dv, 1.0, J)
-    _accumulate_angular(t, d, t.link_body[lb], dv, -1.0, J)
+    _accumulate_angular(t, d, _body(t, la), dv, 1.0, J)
+    _accumulate_angular(t, d, _body(t, lb), dv, -1.0, J)
 
 
 @inline
@@ -380,6 +399,10 @@ def _rot(R, v, out):
 
 @inline
 def _point(d, link, local, out):
+    if link < 0:     # the world: the point is given in world coordinates
+        for a in range(3):
+            out[a] = local[a]
+        return
     R = d.link_R[link]
     for a in range(3):
         out[a] = d.link_p[link, a] + R[a, 0] * local[0] + R[a, 1] * local[1] + R[a, 2] * local[2]
@@ -406,7 +429,8 @@ def _loop_rows(t, d, r, s, k, m, scratch, joint_erp, dt):
     pa, pb, ua, u1, u2, dv, tmp = scratch[0], scratch[1], scratch[2], scratch[3], scratch[4], scratch[5], scratch[6]
     _point(d, la, r.loop_pa[k], pa)
     _point(d, lb, r.loop_pb[k], pb)
-    Ra, Rb = d.link_R[la], d.link_R[lb]
+    Ra = r.world_R if la < 0 else d.link_R[la]
+    Rb = r.world_R if lb < 0 else d.link_R[lb]
     _rot(Ra, r.loop_ua[k], ua)
     gain = -joint_erp / dt
     inf = math.inf
@@ -418,7 +442,7 @@ def _loop_rows(t, d, r, s, k, m, scratch, joint_erp, dt):
             _linear_row(t, d, s, m, la, lb, pa, pb, dv)
             _set_row(s, m, ROW_LOOP, src, gain * (pa[a] - pb[a]), -inf, inf, -1)
             m += 1
-    if kind == LOOP_WELD:
+    if kind == LOOP_WELD or kind == LOOP_ORIENTATION:
         # orientation error: rotation vector of Ra Rrel Rb^T (identity when closed), small-angle
         E = d.T66   # scratch 3x3 corner
         Rrel = r.loop_rrel[k]
@@ -439,7 +463,7 @@ def _loop_rows(t, d, r, s, k, m, scratch, joint_erp, dt):
             err = err0 if a == 0 else (err1 if a == 1 else err2)
             _set_row(s, m, ROW_LOOP, src, gain * err, -inf, inf, -1)
             m += 1
-    if kind == LOOP_HINGE or kind == LOOP_REV_TRANS:
+    if kind == LOOP_HINGE or kind == LOOP_REV_TRANS or kind == LOOP_PARALLEL:
         # the axis on a stays perpendicular to two directions on b: e = ua . ub, rate (ua x ub) . (wa - wb)
         for which in range(2):
             _rot(Rb, r.loop_u1[k] if which == 0 else r.loop_u2[k], tmp)

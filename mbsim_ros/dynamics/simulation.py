@@ -11,7 +11,8 @@ from .collision import compile_geoms
 from .compiled import compile_models
 from .constraints import (CONTACT_LCP, OPTIONS_DEFAULTS, STAT_DROPPED, STAT_FAILURES, STAT_FALLBACKS,
                           STAT_NCON, STAT_ROWS, STAT_STATUS, ConstraintSet, options_array)
-from .step import step_rk4, step_semi_implicit_euler
+from .forces import H_ENABLED, ForceSet
+from .step import applied_forces_kernel, step_rk4, step_semi_implicit_euler
 
 INTEGRATORS = {"semi-implicit-euler": step_semi_implicit_euler, "rk4": step_rk4}
 
@@ -37,6 +38,10 @@ class Simulation:
     dampers implicitly and enforces contacts, joint limits, velocity and effort limits, locked
     joints and loop closures with a boxed LCP (constraints.py). RK4 integrates smooth forces
     only: it takes penalty contact and refuses worlds with constraints.
+
+    The models' force elements, actuators, body loads, motors and coordinate couplers act in
+    every step (forces.py): actuators by their controls (set_control, controls,
+    actuators_enabled), `input` functions by set_input, time functions by the simulation time.
 
     contact: "lcp" (DART's velocity-level contact), "penalty" (Chrono SMC-style spring-damper),
     "none", or None for what the models ask (Model.contact_method), else "lcp".
@@ -69,13 +74,15 @@ class Simulation:
         self._df, self._data = self.compiled.new_data()
         self.geoms = compile_geoms(self.models, self.compiled)
         self._cf, self._ci, self._contacts = self.geoms.new_workspace()
-        self.constraints = ConstraintSet(self.compiled, self.geoms, int(max_contacts))
+        self.forces = ForceSet(self.compiled)
+        self.constraints = ConstraintSet(self.compiled, self.geoms, int(max_contacts), self.forces)
         if integrator == "rk4":
             self._check_smooth()
         self._q = np.zeros(self.compiled.nq)
         self._v = np.zeros(self.compiled.nv)
         self._tau = np.zeros(self.compiled.nv)
         self._failures_reported = 0
+        self._af_df, _ = self.compiled.new_data()
         self.reset()
         self.step(0)   # compiles (or loads from the numba cache) now, not at the first real step
 
@@ -90,8 +97,10 @@ class Simulation:
             needs.append("velocity limits")
         if rules.locked.any():
             needs.append("locked joints")
-        if k.nloop:
+        guides = len(self.forces.guide_loops)
+        if k.nloop > guides:
             needs.append("loop closures")
+        needs += [f"{what} {name!r}" for what, name, _, _ in self.forces.constrained]
         if self._options[0] == CONTACT_LCP and k.max_contacts:
             needs.append("LCP contact (use contact='penalty' or 'none')")
         if needs:
@@ -143,13 +152,62 @@ class Simulation:
         return self.compiled.nv
 
     def reset(self):
-        """Back to t = 0, the models' initial q and v, zero applied forces, no contacts."""
+        """Back to t = 0, the models' initial q and v, zero applied forces, no contacts, the
+        actuators' initial controls (actuators on), inputs 0, force element states cleared."""
         self._q[:] = np.concatenate([m.initial_q() for m in self.models])
         self._v[:] = np.concatenate([m.initial_v() for m in self.models])
         self._tau[:] = 0.0
         self._steps = 0
         self.constraints.sf[:] = 0.0
         self.constraints.si[:] = 0
+        self.forces.reset()
+
+    # -- actuators and inputs -----------------------------------------------------------
+    @property
+    def actuator_names(self) -> list:
+        """The models' actuators in order (the order of `controls`)."""
+        return list(self.forces.actuator_names)
+
+    def set_control(self, name: str, value: float):
+        """Set one actuator's control (its force is gain * control), clamped to its range.
+        KeyError naming the actuators if there is none by that name."""
+        self.forces.set_control(name, value)
+
+    @property
+    def controls(self) -> np.ndarray:
+        """Every actuator's control, in actuator_names order (a copy; assign to set them all)."""
+        return self.forces.controls
+
+    @controls.setter
+    def controls(self, values):
+        self.forces.set_controls(values)
+
+    @property
+    def actuators_enabled(self) -> bool:
+        """One switch for every actuator (Chrono's ActivateActuators): when off, they apply nothing."""
+        return bool(self.forces.forces.flags[H_ENABLED])
+
+    @actuators_enabled.setter
+    def actuators_enabled(self, on: bool):
+        self.forces.forces.flags[H_ENABLED] = int(bool(on))
+
+    @property
+    def input_names(self) -> list:
+        """The run-time inputs the models' `input` functions read (Chrono CONTROLLER functions)."""
+        return list(self.forces.input_names)
+
+    def set_input(self, name: str, value: float):
+        """Set a run-time input (0 until set). KeyError naming the inputs if there is none by that name."""
+        self.forces.set_input(name, value)
+
+    def applied_forces(self) -> np.ndarray:
+        """The generalized force (nv) of every force element, actuator, body load and force
+        motor at the current state and time (constraint rows and joint springs not included)."""
+        c = self.compiled
+        out = np.zeros(c.nv)
+        applied_forces_kernel(c.tf, c.ti, self._af_df, self.forces.ef, self.forces.ei, self._q, self._v,
+                              self.t, np.zeros(c.nv), out)
+        return out
 
     # -- stepping ---------------------------------------------------------------------
     def step(self, n: int = 1):
@@ -157,9 +215,11 @@ class Simulation:
         if a coordinate becomes NaN or infinite."""
         self.compiled.tree.gravity[:] = self.models[0].gravity
         c, k = self.compiled, self.constraints
+        f = self.forces
         done, bad = self._step_kernel(c.tf, c.ti, self._df, self.geoms.gf, self.geoms.gi, self._cf,
-                                      self._ci, k.rf, k.ri, k.sf, k.si, k.lf, k.li, k.sizes,
-                                      self._options, self._q, self._v, self._tau, self.dt, int(n))
+                                      self._ci, k.rf, k.ri, k.sf, k.si, k.lf, k.li, f.ef, f.ei, k.sizes,
+                                      self._options, self._q, self._v, self._tau, self._steps * self.dt,
+                                      self.dt, int(n))
         self._steps += done
         if bad >= 0:
             joint = self.compiled.joint_of_v[bad]

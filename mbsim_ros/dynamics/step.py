@@ -1,18 +1,21 @@
-"""The time step: dynamics (kernels.py), collision (collision.py) and constraints
-(constraints.py) in one numba call per Simulation.step(), so nothing crosses into Python
-between steps.
+"""The time step: dynamics (kernels.py), collision (collision.py), force elements (forces.py)
+and constraints (constraints.py) in one numba call per Simulation.step(), so nothing crosses
+into Python between steps.
 
-Semi-implicit Euler (DART's World step): ABA with implicit springs and dampers, v* = v + dt
-qdd, constraint impulses (contacts, limits, locks, loops), v+ = v* + M^-1 J^T x, then positions
-with v+. RK4 integrates smooth forces only: penalty contact, no constraint rows.
+Semi-implicit Euler (DART's World step): ABA with implicit joint springs and dampers and the
+force elements explicit, v* = v + dt qdd, constraint impulses (contacts, limits, locks, spring
+stops, loops, motors, couplers), v+ = v* + M^-1 J^T x, then positions with v+. RK4 integrates
+smooth forces only: penalty contact, force elements, no constraint rows. The step kernels take
+the simulation time t0 of their first step: time functions (loads, motors) read it.
 """
 from .collision import carve_contacts, carve_geoms, collide
 from .constraints import (CONTACT_LCP, CONTACT_NONE, CONTACT_PENALTY, STAT_NCON, STAT_NPREV, STAT_ROWS,
                           Options,
                           _apply_impulses, _contact_rows, _joint_rows, _loop_rows, _penalty_forces,
                           _remember, _select_contacts, _warm_start, carve_rules, carve_solver)
+from .forces import apply_forces, carve_forces, drive_rows, stop_rows
 from .kernels import (FREE, _passive_implicit, _quat_to_R, _restore_if_nonfinite, aba, carve_data,
-                      carve_tree, integrate, kernel, link_poses, velocity_kinematics)
+                      carve_tree, integrate, kernel, link_poses, rnea, velocity_kinematics)
 
 
 @kernel
@@ -45,9 +48,28 @@ def _free_joints_translate_straight(t, d, q, v, dt):
 
 
 @kernel
-def _contacts_and_applied(t, d, g, c, s, r, opt, q, v, tau):
+def _see_free_joint_translation(t, d, s, row0, m, dt):
+    """Targets of rows row0..m-1 (loops, motors, couplers) less what the free joints' straight
+    translation adds beyond v+ (dt w x v_lin at the step's start, _free_joints_translate_straight),
+    so that their constraints hold for the positions the step really reaches; otherwise a loop
+    on a spinning free body would lag by dt^2 |w x v| / joint_erp."""
+    for i in range(t.parent.shape[0]):
+        if t.jtype[i] != FREE:
+            continue
+        iv = t.iv[i]
+        v0, w0 = d.v_prev[iv:iv + 3], d.v_prev[iv + 3:iv + 6]
+        x0 = dt * (w0[1] * v0[2] - w0[2] * v0[1])
+        x1 = dt * (w0[2] * v0[0] - w0[0] * v0[2])
+        x2 = dt * (w0[0] * v0[1] - w0[1] * v0[0])
+        for k in range(row0, m):
+            s.b[k] -= s.J[k, iv] * x0 + s.J[k, iv + 1] * x1 + s.J[k, iv + 2] * x2
+
+
+@kernel
+def _contacts_and_applied(t, d, g, c, s, r, opt, fe, q, v, tau, time):
     """Kinematics at (q, v), contacts, penalty forces into fext, tau clamped to the effort
-    limits into s.tau_applied. Returns the number of contacts detected."""
+    limits into s.tau_applied, then the force elements at `time` (body forces into fext,
+    generalized forces added to s.tau_applied). Returns the number of contacts detected."""
     velocity_kinematics(t, d, q, v)
     link_poses(t, d)          # contacts and loop closure rows read the link poses
     d.fext[:, :] = 0.0
@@ -62,18 +84,20 @@ def _contacts_and_applied(t, d, g, c, s, r, opt, q, v, tau):
     for j in range(v.shape[0]):
         lim = r.effort_limit[j]
         s.tau_applied[j] = min(max(tau[j], -lim), lim)
+    apply_forces(t, d, fe, q, v, time, s.tau_applied, True)
     return ncon
 
 
 @kernel
-def _step_semi_implicit_euler(t, d, g, c, r, s, opt, q, v, tau, dt, nsteps, lf, li, nloop, maxc):
+def _step_semi_implicit_euler(t, d, g, c, r, s, opt, fe, q, v, tau, t0, dt, nsteps, lf, li, nloop, maxc):
     """Returns (steps done, first non-finite DOF or -1); on a blow-up the state before the
     failing step is restored."""
     nv = v.shape[0]
     for step in range(nsteps):
+        time = t0 + step * dt
         d.q_prev[:] = q
         d.v_prev[:] = v
-        ncon = _contacts_and_applied(t, d, g, c, s, r, opt, q, v, tau)
+        ncon = _contacts_and_applied(t, d, g, c, s, r, opt, fe, q, v, tau, time)
         _passive_implicit(t, d, q, v, s.tau_applied, dt, opt.friction_velocity)
         aba(t, d, d.tau_total, d.diag, d.qdd)
         for j in range(nv):
@@ -85,9 +109,13 @@ def _step_semi_implicit_euler(t, d, g, c, r, s, opt, q, v, tau, dt, nsteps, lf, 
             m = _contact_rows(t, d, s, c, ncontact, d.v_prev, m, opt.erp, opt.max_erv,
                               opt.bounce_velocity, dt, s.scratch)
         m = _joint_rows(t, r, s, q, v, m, opt.joint_erp, dt)
-        loop0 = m
+        m = stop_rows(t, d, s, fe, v, m, opt.joint_erp, dt)
+        loop0 = m        # loop and drive rows: always present, warm-started from the last step
         for k in range(nloop):
             m = _loop_rows(t, d, r, s, k, m, s.scratch, opt.joint_erp, dt)
+        m = drive_rows(t, d, s, fe, q, v, m, time, opt.joint_erp, dt)
+        if m > loop0:
+            _see_free_joint_translation(t, d, s, loop0, m, dt)
         s.stats[STAT_ROWS] = m
         if m > 0:
             _warm_start(s, c, ncontact, m)
@@ -111,15 +139,15 @@ def _step_semi_implicit_euler(t, d, g, c, r, s, opt, q, v, tau, dt, nsteps, lf, 
 
 
 @kernel
-def _explicit_accel(t, d, g, c, s, r, opt, q, v, tau, qdd):
+def _explicit_accel(t, d, g, c, s, r, opt, fe, q, v, tau, time, qdd):
     """qdd with passive and penalty contact forces explicit (the implicit form at dt = 0)."""
-    _contacts_and_applied(t, d, g, c, s, r, opt, q, v, tau)
+    _contacts_and_applied(t, d, g, c, s, r, opt, fe, q, v, tau, time)
     _passive_implicit(t, d, q, v, s.tau_applied, 0.0, opt.friction_velocity)
     aba(t, d, d.tau_total, d.diag, qdd)
 
 
 @kernel
-def _step_rk4(t, d, g, c, r, s, opt, q, v, tau, dt, nsteps):
+def _step_rk4(t, d, g, c, r, s, opt, fe, q, v, tau, t0, dt, nsteps):
     """Classical RK4 with stage positions q (+) c dt v_k on the manifold (as MuJoCo's RK4);
     passive and penalty contact forces explicit. Returns (steps done, first non-finite DOF or -1)."""
     nv = v.shape[0]
@@ -137,7 +165,8 @@ def _step_rk4(t, d, g, c, r, s, opt, q, v, tau, dt, nsteps):
                     d.v_stage[j] = v[j] + cs[k] * dt * d.k_a[k - 1, j]
                 integrate(t, q, d.k_v[k - 1], cs[k] * dt, d.q_stage)
             d.k_v[k, :] = d.v_stage
-            _explicit_accel(t, d, g, c, s, r, opt, d.q_stage, d.v_stage, tau, d.k_a[k])
+            _explicit_accel(t, d, g, c, s, r, opt, fe, d.q_stage, d.v_stage, tau, t0 + (step + cs[k]) * dt,
+                            d.k_a[k])
         for j in range(nv):
             d.v_sum[j] = 0.0
             d.a_sum[j] = 0.0
@@ -155,7 +184,7 @@ def _step_rk4(t, d, g, c, r, s, opt, q, v, tau, dt, nsteps):
 
 
 @kernel
-def _carve_world(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, sizes, optf):
+def _carve_world(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, ef, ei, sizes, optf):
     t, _, _ = carve_tree(tf, ti)
     d, _ = carve_data(df, ti)
     g, _, _ = carve_geoms(gf, gi)
@@ -165,19 +194,41 @@ def _carve_world(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, sizes, optf):
     s, _, _ = carve_solver(sf, si, mmax, nv, ccap, nlooprows)
     opt = Options(optf[0], optf[1], optf[2], optf[3], optf[4], optf[5], optf[6], optf[7], optf[8],
                   optf[9], optf[10], optf[11])
-    return t, d, g, c, r, s, opt
+    fe, _, _ = carve_forces(ef, ei)
+    return t, d, g, c, r, s, opt, fe
 
 
 # ------------------------------------------------------------ entry points from Python ---
 @kernel
-def step_semi_implicit_euler(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, lf, li, sizes, optf,
-                             q, v, tau, dt, nsteps):
-    t, d, g, c, r, s, opt = _carve_world(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, sizes, optf)
-    return _step_semi_implicit_euler(t, d, g, c, r, s, opt, q, v, tau, dt, nsteps, lf, li,
+def step_semi_implicit_euler(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, lf, li, ef, ei, sizes, optf,
+                             q, v, tau, t0, dt, nsteps):
+    t, d, g, c, r, s, opt, fe = _carve_world(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, ef, ei, sizes, optf)
+    return _step_semi_implicit_euler(t, d, g, c, r, s, opt, fe, q, v, tau, t0, dt, nsteps, lf, li,
                                      sizes[1], sizes[5])
 
 
 @kernel
-def step_rk4(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, lf, li, sizes, optf, q, v, tau, dt, nsteps):
-    t, d, g, c, r, s, opt = _carve_world(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, sizes, optf)
-    return _step_rk4(t, d, g, c, r, s, opt, q, v, tau, dt, nsteps)
+def step_rk4(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, lf, li, ef, ei, sizes, optf, q, v, tau, t0, dt, nsteps):
+    t, d, g, c, r, s, opt, fe = _carve_world(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, ef, ei, sizes, optf)
+    return _step_rk4(t, d, g, c, r, s, opt, fe, q, v, tau, t0, dt, nsteps)
+
+
+@kernel
+def applied_forces_kernel(tf, ti, df, ef, ei, q, v, time, zero, tau):
+    """tau = the generalized force of every force element, actuator, load and force motor at
+    (q, v, time): RNEA without them minus RNEA with them (both at zero acceleration), plus
+    their generalized forces. No element state changes (turn counting continues from the
+    last step)."""
+    t, _, _ = carve_tree(tf, ti)
+    d, _ = carve_data(df, ti)
+    fe, _, _ = carve_forces(ef, ei)
+    velocity_kinematics(t, d, q, v)
+    link_poses(t, d)
+    d.fext[:, :] = 0.0
+    tau[:] = 0.0
+    apply_forces(t, d, fe, q, v, time, tau, False)
+    rnea(t, d, zero, d.tau_total)
+    d.fext[:, :] = 0.0
+    rnea(t, d, zero, d.qdd)
+    for j in range(tau.shape[0]):
+        tau[j] += d.qdd[j] - d.tau_total[j]

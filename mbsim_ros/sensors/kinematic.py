@@ -5,9 +5,11 @@ acceleration a that the step applied (constraint and contact impulses included, 
 for the semi-implicit Euler step). Newton-Euler then holds exactly at that instant:
   - RNEA's forward pass gives every body's spatial acceleration with the world accelerating at
     -g, i.e. the proper acceleration an accelerometer feels;
-  - RNEA's backward pass, with the step's contact forces as external forces, gives the wrench
-    the parent exerts on each subtree through its joint (joint torques, limits and springs are
-    inside it; only forces from outside the subtree enter as fext).
+  - RNEA's backward pass, with the step's contact forces and the force elements' body forces
+    (springs, bushings, actuators, loads, force motors: dynamics/forces.py, evaluated at the
+    same instant) as external forces, gives the wrench the parent exerts on each subtree
+    through its joint (joint torques, limits and springs are inside it; only forces from
+    outside the subtree enter as fext).
 OpenHRP semantics (../shared/docs/sensors-and-ros.md, section 1), all in the sensor frame:
   accelerometer  R_s^T (a_point - g), lever-arm terms alpha x r + w x (w x r) included
   gyro           R_s^T w
@@ -16,26 +18,32 @@ OpenHRP semantics (../shared/docs/sensors-and-ros.md, section 1), all in the sen
                  sensors report the opposite, parent-on-child, wrench)
 """
 from ..dynamics.constraints import _add_body_force
-from ..dynamics.kernels import carve_data, carve_tree, kernel, rnea, velocity_kinematics
+from ..dynamics.forces import apply_forces, carve_forces
+from ..dynamics.kernels import carve_data, carve_tree, kernel, link_poses, rnea, velocity_kinematics
 
 ACCELEROMETER, GYRO, FORCE = 1, 2, 3
 
 
 @kernel
-def sense_kernel(tf, ti, df, q, v, a, c_link, c_point, c_force, kind, body, R, p, tau_scratch, out):
+def sense_kernel(tf, ti, df, ef, ei, time, q, v, a, c_link, c_point, c_force, kind, body, R, p, tau_scratch, out):
     """out[k, :] = reading of sensor k (3 values for accelerometer and gyro, 6 for force).
 
     kind: ACCELEROMETER | GYRO | FORCE; body: its compiled body, -1 if welded to the world;
     R, p: sensor frame in the body frame (in the world frame when body is -1).
     c_link (n, 2), c_point (n, 3), c_force (n, 3): contacts, force on link a at the world
-    point (link b gets its opposite)."""
+    point (link b gets its opposite). (ef, ei): the force elements (forces.ForceSet), applied
+    at `time`."""
     t, _, _ = carve_tree(tf, ti)
     d, _ = carve_data(df, ti)
+    fe, _, _ = carve_forces(ef, ei)
     velocity_kinematics(t, d, q, v)
+    link_poses(t, d)
     d.fext[:, :] = 0.0
     for k in range(c_link.shape[0]):
         _add_body_force(t, d, c_link[k, 0], c_point[k], c_force[k], 1.0)
         _add_body_force(t, d, c_link[k, 1], c_point[k], c_force[k], -1.0)
+    # generalized forces act inside their joints (like joint torques): only body forces matter
+    apply_forces(t, d, fe, q, v, time, tau_scratch, False)
     rnea(t, d, a, tau_scratch)
     g = t.gravity
     for k in range(kind.shape[0]):

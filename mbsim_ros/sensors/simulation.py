@@ -97,13 +97,17 @@ class Simulation(dynamics.Simulation):
         for i in range(body + 1, len(tree.parent)):      # bodies are in depth-first order
             if tree.parent[i] >= 0 and below[tree.parent[i]]:
                 below[i] = True
-        for loop in model.constraints:
-            inside = [below[tree.link_body[names.index(l)]] if tree.link_body[names.index(l)] >= 0 else False
-                      for l in (loop.link1, loop.link2)]
-            if inside[0] != inside[1]:
+        def inside(link):      # None: the world, outside every subtree
+            return link is not None and tree.link_body[names.index(link)] >= 0 and below[tree.link_body[names.index(link)]]
+        crossing = [(f"loop closure {loop.name!r}", loop.link1, loop.link2) for loop in model.constraints]
+        # force elements whose constraint rows (motors, guides, spring stops) carry forces too
+        crossing += [(f"{what} {name!r}", l1, l2) for what, name, l1, l2 in self.forces.constrained
+                     if l1 is not None or l2 is not None]
+        for what, l1, l2 in crossing:
+            if inside(l1) != inside(l2):
                 raise SensorConfigError(
-                    f"force sensor {device.name!r}: loop closure {loop.name!r} joins its subtree to the rest "
-                    "of the model; force sensors across loop closures are not supported")
+                    f"force sensor {device.name!r}: {what} joins its subtree to the rest "
+                    "of the model; force sensors across constraints are not supported")
 
     # -- stepping ---------------------------------------------------------------------------
     def reset(self):
@@ -146,18 +150,22 @@ class Simulation(dynamics.Simulation):
             ncon = 0
         sel = s.csel[:ncon]
         d = self._data
-        self._evaluate(d.q_prev, d.v_prev, d.a_step, cw.link[sel], cw.point[sel], s.cforce[:ncon])
+        self._evaluate(d.q_prev, d.v_prev, d.a_step, cw.link[sel], cw.point[sel], s.cforce[:ncon],
+                       (self._steps - 1) * self.dt)
 
-    def _evaluate(self, q, v, qdd, c_link, c_point, c_force):
-        sense_kernel(self.compiled.tf, self.compiled.ti, self._sense_df, q, v, qdd, c_link, c_point, c_force,
-                     self._kin_kind, self._kin_body, self._kin_R, self._kin_p, self._tau_scratch, self._kin_out)
+    def _evaluate(self, q, v, qdd, c_link, c_point, c_force, time):
+        f = self.forces
+        sense_kernel(self.compiled.tf, self.compiled.ti, self._sense_df, f.ef, f.ei, time, q, v, qdd, c_link,
+                     c_point, c_force, self._kin_kind, self._kin_body, self._kin_R, self._kin_p,
+                     self._tau_scratch, self._kin_out)
 
     def sense(self, q, v, qdd):
         """{name: values} of every accelerometer, gyro and force sensor at state (q, v) with
-        acceleration qdd and no contact forces: the ideal readings (no noise, delay or rate)."""
+        acceleration qdd, the force elements at the current time and no contact forces: the
+        ideal readings (no noise, delay or rate)."""
         from ..dynamics.api import as_vector
         self._evaluate(as_vector(q, self.nq, "q"), as_vector(v, self.nv, "v"), as_vector(qdd, self.nv, "qdd"),
-                       np.zeros((0, 2), np.int64), np.zeros((0, 3)), np.zeros((0, 3)))
+                       np.zeros((0, 2), np.int64), np.zeros((0, 3)), np.zeros((0, 3)), self.t)
         return {d.name: self._kin_out[k, :3 if d.kind != "force" else 6].copy() for k, d in enumerate(self._kin)}
 
     @property

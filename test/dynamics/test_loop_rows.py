@@ -24,7 +24,8 @@ def rows_at(compiled, cs, df, q):
     return s.J[:m].copy(), -s.b[:m] * DT / ERP
 
 
-def with_loops(rng, kinds):
+def with_loops(rng, kinds, world=False):
+    """A random tree with loops of `kinds` between random links (world: one side is the world)."""
     model = random_tree(rng, n_links=8)
     q0, _, _ = random_state(rng, model)
     for j in model.joints:             # start at the random state so weld/hinge references are there
@@ -33,15 +34,18 @@ def with_loops(rng, kinds):
     for k, kind in enumerate(kinds):
         a, b = rng.choice(len(names), 2, replace=False)
         params = {"distance": 0.3} if kind == "distance" else {}
-        model.constraints.append(LoopConstraint(f"loop{k}", kind, names[a], names[b],
+        link1, link2 = names[a], names[b]
+        if world:
+            link1, link2 = (None, link2) if k % 2 else (link1, None)
+        model.constraints.append(LoopConstraint(f"loop{k}", kind, link1, link2,
                                                 rng.uniform(-0.3, 0.3, 3), rng.uniform(-0.3, 0.3, 3),
                                                 random_unit(rng), params))
     return model.finalize()
 
 
-def world_with_every_loop_kind(rng):
+def world_with_every_loop_kind(rng, world=False):
     """A random tree with one loop of every kind, and (compiled, constraint set, workspace)."""
-    model = with_loops(rng, list(LOOP_KINDS))
+    model = with_loops(rng, list(LOOP_KINDS), world)
     compiled = compile_models(model)
     df, _ = compiled.new_data()
     return model, (compiled, ConstraintSet(compiled, None, 0), df)
@@ -54,19 +58,20 @@ def rate_along(world, q, v, h=1e-6):
             - rows_at(*world, kernels_integrate(compiled, q, -v * h))[1]) / (2 * h)
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_every_row_is_the_rate_of_its_constraint_function(seed):
+@pytest.mark.parametrize("seed,to_world", [(0, False), (1, False), (2, False), (3, False), (4, True), (5, True)])
+def test_every_row_is_the_rate_of_its_constraint_function(seed, to_world):
+    """to_world: each loop joins a link to the world (link None: world coordinates)."""
     rng = np.random.default_rng(seed)
-    model, world = world_with_every_loop_kind(rng)
+    model, world = world_with_every_loop_kind(rng, to_world)
     # move away from the reference state so that the constraints are violated, then test there
     q = kernels_integrate(world[0], model.initial_q(), rng.normal(size=model.nv) * 0.2)
     v = rng.normal(size=model.nv)
     J, e = rows_at(*world, q)
     assert J.shape[0] == sum(n for _, n in LOOP_KINDS.values())
     rate = rate_along(world, q, v)
-    # the weld's angular error is the skew part of a rotation: its rate is w_a - w_b only near
-    # closure, so its rows are checked at the reference state below instead
-    weld = rows_of(model, "weld")[3:]
+    # the weld's (and orientation's) angular error is the skew part of a rotation: its rate is
+    # w_a - w_b only near closure, so its rows are checked at the reference state below instead
+    weld = np.concatenate([rows_of(model, "weld")[3:], rows_of(model, "orientation")])
     keep = np.setdiff1d(np.arange(len(e)), weld)
     np.testing.assert_allclose((J @ v)[keep], rate[keep], rtol=1e-6, atol=1e-6 * np.abs(J @ v).max())
 
@@ -79,13 +84,15 @@ def test_weld_rows_are_exact_at_closure_and_errors_are_zero_at_the_reference_sta
     J, e = rows_at(*world, q)
     rate = rate_along(world, q, v)
     np.testing.assert_allclose(J @ v, rate, rtol=1e-6, atol=1e-6 * np.abs(J @ v).max())
-    # angular rows (weld, hinge, revolute_translational) start closed; point rows measure the
-    # random points' separation, checked against link_transforms for the ball rows
+    # angular rows (weld, hinge, parallel, orientation, revolute_translational) start closed;
+    # point rows measure the random points' separation, checked against link_transforms for the ball rows
     T = mb.link_transforms(model, q)
     for k, lc in enumerate(model.constraints):
         rows = rows_of(model, lc.type, k)
         if lc.type in ("weld", "hinge"):
             np.testing.assert_allclose(e[rows[3:]], 0, atol=1e-12)
+        if lc.type in ("parallel", "orientation"):
+            np.testing.assert_allclose(e[rows], 0, atol=1e-12)
         if lc.type in ("ball", "xyz", "weld", "hinge"):
             pa = T[lc.link1][:3, :3] @ lc.pos1 + T[lc.link1][:3, 3]
             pb = T[lc.link2][:3, :3] @ lc.pos2 + T[lc.link2][:3, 3]
