@@ -109,15 +109,21 @@ class OpenSimState:
     """An OpenSim model at a state, with every force off, constraints and locks released, and
     coordinates set and read by name."""
 
-    def __init__(self, path, tmp_path):
+    def __init__(self, path, tmp_path, gravity=True, controllers=True):
         osim = opensim()
+
+        def build(file):
+            model = osim.Model(str(file))
+            if not gravity:
+                model.setGravity(osim.Vec3(0, 0, 0))
+            if not controllers:     # controls are then ours to set (setControls)
+                model.updControllerSet().clearAndDestroy()
+            model.finalizeFromProperties()
+            return model, model.initSystem()
         try:
-            self.model = osim.Model(str(path))
-            self.model.finalizeFromProperties()
-            self.state = self.model.initSystem()
+            self.model, self.state = build(path)
         except RuntimeError:
-            self.model = osim.Model(str(without_forces(path, tmp_path)))
-            self.state = self.model.initSystem()
+            self.model, self.state = build(without_forces(path, tmp_path))
         m, s = self.model, self.state
         forces = m.getForceSet()
         for k in range(forces.getSize()):
@@ -138,6 +144,14 @@ class OpenSimState:
             moved = np.abs(self.vector(s.getQ()) - before)
             c.setValue(s, value, False)
             self.q_index[self.key(c)] = int(np.argmax(moved))
+        # and in its U vector
+        self.u_index = {}
+        for c in self.coords:
+            before = self.vector(s.getU())
+            speed = c.getSpeedValue(s)
+            c.setSpeedValue(s, speed + 0.125)
+            self.u_index[self.key(c)] = int(np.argmax(np.abs(self.vector(s.getU()) - before)))
+            c.setSpeedValue(s, speed)
 
     @staticmethod
     def key(c):
@@ -160,3 +174,19 @@ class OpenSimState:
 
     def vector(self, v):
         return np.array([v.get(i) for i in range(v.size())])
+
+    def rate_matrix(self, keys):
+        """N with OpenSim's q-dot = N u over the coordinates `keys` at the current q: the
+        identity except for Ball and Free rotations (u their angular velocity)."""
+        coords = {self.key(c): c for c in self.coords}
+        N = np.zeros((len(keys), len(keys)))
+        for col, key in enumerate(keys):
+            for other in keys:
+                coords[other].setSpeedValue(self.state, 0.0)
+            coords[key].setSpeedValue(self.state, 1.0)
+            self.model.realizeVelocity(self.state)
+            qd = self.vector(self.state.getQDot())
+            N[:, col] = [qd[self.q_index[k]] for k in keys]
+        for key in keys:
+            coords[key].setSpeedValue(self.state, 0.0)
+        return N

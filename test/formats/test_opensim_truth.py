@@ -123,15 +123,8 @@ def _opensim_accelerations(o, model, q, qdot):
     coords = {o.key(c): c for c in o.coords}
     _set_coordinates(o, model, q)
     dofs = _dofs(model)
-    # u -> qdot is linear (N(q)): find u with OpenSim's qdot equal to ours, one unit u at a time
-    N = np.zeros((len(dofs), len(dofs)))
-    for col, (_, key) in enumerate(dofs):
-        for _, other in dofs:
-            coords[other].setSpeedValue(o.state, 0.0)
-        coords[key].setSpeedValue(o.state, 1.0)
-        o.model.realizeVelocity(o.state)
-        qd = o.vector(o.state.getQDot())
-        N[:, col] = [qd[o.q_index[k]] for _, k in dofs]
+    # u -> qdot is linear: find the u whose OpenSim qdot is ours
+    N = o.rate_matrix([key for _, key in dofs])
     u = np.linalg.solve(N, np.asarray(qdot)[[i for i, _ in dofs]])
     for (_, key), value in zip(dofs, u):
         coords[key].setSpeedValue(o.state, float(value))
@@ -161,7 +154,7 @@ def _opensim_lagrange(o, model, q, qdot):
         _set_coordinates(o, model, qq)
         M = osim.Matrix()
         mat.calcM(o.state, M)
-        idx = [o.q_index[key] for _, key in dofs]       # u index = q index for these models
+        idx = [o.u_index[key] for _, key in dofs]
         return np.array([[M.get(a, b) for b in idx] for a in idx])
 
     def dM(k, h):
