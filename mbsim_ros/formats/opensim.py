@@ -5,9 +5,11 @@ Formats: 3.x (Version < 30500: ground is a Body named "ground", each joint sits 
 Body with parent_body, location/orientation_in_parent and location/orientation), the 30501
 transitional layout (a JointSet with <connectors> and location_in_child), and 4.x (Ground,
 BodySet, JointSet with socket_parent_frame/socket_child_frame naming PhysicalOffsetFrames or
-StationDefinedFrames by absolute or relative path). Bodies may come in any order. Objects in
-<defaults> are templates: their properties fill in what an object of the same type omits,
-as OpenSim does; they are never objects of the model.
+StationDefinedFrames by absolute or relative path; older files may name frames and bodies).
+Bodies may come in any order. Objects in <defaults> are templates: their properties fill in
+what an object of the same type omits, as OpenSim does; they are never objects of the model.
+From 3.x and 30501 files the joint and bushing locations and orientations and the six inertia
+scalars are rounded to 6 significant digits: OpenSim 4 converts them so, and simulates that.
 
 The world is OpenSim's ground frame (y up, gravity from the file), so poses are OpenSim's; with
 z_up=True the model is turned so that its +y is the world's +z (gravity too), to stand in a
@@ -16,7 +18,9 @@ z-up world beside other models.
 Names: links are the bodies; the ground is the world (joints on it have parent None), plus a
 massless link "ground" welded to the world that carries the ground's geometry, contact
 half-spaces and the ground end of loop constraints. Model.dof_names are the OpenSim coordinate
-names; a name used by two joints becomes "<joint>/<coordinate>" for both.
+names; a name used by two joints becomes "<joint>/<coordinate>" for both. As in OpenSim, a
+second joint of the same name is renamed <name>_0, <name>_1, ... and a coordinate the file
+leaves out is called _coord_<k>. Markers become Model.frames.
 
 Joints (OpenSim -> Model; each keeps OpenSim's coordinate values as its q):
     WeldJoint      -> fixed
