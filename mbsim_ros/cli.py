@@ -2,7 +2,7 @@
 
     mbsim run [MODEL ...] [--duration S] [--rtf R] [--bag DIR] [--transport auto|rclpy|dds|none]
               [--config YAML]                         simulate and publish (default: the SR1 world)
-    mbsim info MODEL                                  links, joints, sensors, mass
+    mbsim info MODEL                                  links, joints, sensors, mass, what the loader read
     mbsim convert MODEL -o robot.urdf                 URDF for robot_description / RViz
     mbsim render [MODEL ...] -o view.png              a picture of the world or of a camera's view
     mbsim plot BAG -o plot.png                        recorded IMU, wrench and joint traces
@@ -142,6 +142,15 @@ def cmd_info(args):
         print("loop constraints:")
         for c in model.constraints:
             print(f"  {c.name} [{c.type}] {c.link1} - {c.link2}")
+    if model.report:
+        print("read from the file:")
+        sections = {}
+        for section, name, what in model.report:
+            sections.setdefault(section, []).append((name, what))
+        for section, items in sections.items():
+            print(f"  {section}:")
+            for name, what in items:
+                print(f"    {name}: {what}")
     for note in notes + model.warnings:
         print(f"note: {note}")
     return 0

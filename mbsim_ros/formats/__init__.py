@@ -7,6 +7,7 @@ from ..model import Model, ModelError
 _LOADERS = {
     ".urdf": ("urdf", "load_urdf"),
     ".wrl": ("openhrp", "load_openhrp"),
+    ".osim": ("opensim", "load_opensim"),
     ".yaml": ("chrono_yaml", "load_chrono_yaml"),
     ".yml": ("chrono_yaml", "load_chrono_yaml"),
 }

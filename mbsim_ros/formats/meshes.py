@@ -1,4 +1,5 @@
-"""Triangle meshes from files: OBJ, STL (ascii and binary) and Collada (.dae).
+"""Triangle meshes from files: OBJ, STL (ascii and binary), Collada (.dae) and VTK PolyData
+(.vtp, OpenSim's geometry).
 
     vertices, faces = load_mesh("part.stl", scale=(1, 1, 1))
 
@@ -7,6 +8,10 @@ it. Polygons are triangulated as fans. Readers are chosen by file extension from
 another format (OpenSim .vtp, ...) is one function and one entry:
 
     READERS[".vtp"] = read_vtp        # read_vtp(path) -> (vertices, faces)
+
+VTK PolyData (the XML format, <VTKFile type="PolyData">): the points and the polygons and
+triangle strips of every <Piece>; DataArrays in ascii, inline binary (base64, with the UInt32 or
+UInt64 header_type, optionally vtkZLibDataCompressor blocks) or <AppendedData> (raw or base64).
 
 Any failure (missing file, unreadable or malformed content) raises MeshError, a ModelError
 whose message starts with the file name; loaders turn it into a model warning.
@@ -18,8 +23,10 @@ IGNORE_UP_DIRECTION). A file without a visual scene gives every geometry untrans
 """
 from __future__ import annotations
 
+import base64
 import os
 import struct
+import zlib
 
 import numpy as np
 
@@ -285,8 +292,145 @@ def _source_array(path, source, where):
     return values[:count * stride].reshape(count, stride)[:, :3]
 
 
+# -- VTK PolyData (.vtp) ----------------------------------------------------------------
+_VTK_TYPES = {"Int8": "i1", "UInt8": "u1", "Int16": "i2", "UInt16": "u2", "Int32": "i4", "UInt32": "u4",
+              "Int64": "i8", "UInt64": "u8", "Float32": "f4", "Float64": "f8"}
+
+
+def read_vtp(path):
+    from lxml import etree
+    with open(path, "rb") as f:
+        data = f.read()
+    appended = b""
+    start = data.find(b"<AppendedData")
+    if start >= 0:
+        # raw appended data is not XML: cut it out (after the "_" marker) before parsing
+        mark = data.index(b"_", data.index(b">", start)) + 1
+        end = data.rfind(b"</AppendedData>")
+        if end < mark:
+            raise MeshError(f"{path}: <AppendedData> without its closing tag")
+        appended = data[mark:end]
+        data = data[:mark - 1] + data[end:]
+    try:
+        root = etree.fromstring(data, etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=True))
+    except etree.XMLSyntaxError as exc:
+        raise MeshError(f"{path}, line {exc.lineno}: not well-formed XML: {exc.msg}") from None
+    if root.tag != "VTKFile" or root.get("type") != "PolyData":
+        raise MeshError(f"{path}: root <{root.tag} type={root.get('type')!r}>: expected <VTKFile type=\"PolyData\">")
+    vtk = _VtkArrays(path, root, appended)
+    all_v, all_f, offset = [], [], 0
+    for piece in root.iter("Piece"):
+        n_points = int(piece.get("NumberOfPoints", "0"))
+        points_el = piece.find("Points/DataArray")
+        if points_el is None:
+            if n_points:
+                raise MeshError(f"{path}, line {piece.sourceline}: <Piece> without <Points>")
+            continue
+        points = vtk.array(points_el).astype(float).reshape(-1, 3)[:n_points]
+        faces = []
+        for kind in ("Polys", "Strips"):
+            cells = piece.find(kind)
+            if cells is None:
+                continue
+            arrays = {a.get("Name"): a for a in cells.findall("DataArray")}
+            if "connectivity" not in arrays or "offsets" not in arrays:
+                raise MeshError(f"{path}, line {cells.sourceline}: <{kind}> needs connectivity and offsets arrays")
+            conn = vtk.array(arrays["connectivity"]).astype(np.int64)
+            ends = vtk.array(arrays["offsets"]).astype(np.int64)
+            begin = 0
+            for end in ends:
+                cell = conn[begin:end].tolist()
+                begin = end
+                if kind == "Polys":
+                    faces.extend(_fan(cell))
+                else:   # a triangle strip: every other triangle flipped to keep the winding
+                    faces.extend((cell[k], cell[k + 1], cell[k + 2]) if k % 2 == 0 else (cell[k + 1], cell[k], cell[k + 2])
+                                 for k in range(len(cell) - 2))
+        all_v.append(points)
+        all_f.append(np.array(faces, dtype=np.int64).reshape(-1, 3) + offset)
+        offset += len(points)
+    if not all_v:
+        raise MeshError(f"{path}: no <Piece> with points")
+    return np.vstack(all_v), np.vstack(all_f)
+
+
+class _VtkArrays:
+    """Decodes DataArray elements of one VTK XML file (ascii, binary, appended)."""
+
+    def __init__(self, path, root, appended):
+        self.path = path
+        self.order = "<" if root.get("byte_order", "LittleEndian") == "LittleEndian" else ">"
+        self.header = np.dtype(self.order + ("u8" if root.get("header_type") == "UInt64" else "u4"))
+        compressor = root.get("compressor")
+        if compressor not in (None, "", "vtkZLibDataCompressor"):
+            raise MeshError(f"{path}: compressor {compressor!r}; expected vtkZLibDataCompressor or none")
+        self.compressed = bool(compressor)
+        appended_el = root.find("AppendedData")
+        self.appended_base64 = appended_el is not None and appended_el.get("encoding") == "base64"
+        self.appended = b"".join(appended.split()) if self.appended_base64 else appended
+
+    def array(self, el):
+        kind = el.get("type")
+        if kind not in _VTK_TYPES:
+            raise MeshError(f"{self.path}, line {el.sourceline}: DataArray type {kind!r}; expected one of "
+                            f"{', '.join(_VTK_TYPES)}")
+        dtype = np.dtype(self.order + _VTK_TYPES[kind])
+        fmt = el.get("format", "ascii")
+        if fmt == "ascii":
+            return np.array((el.text or "").split(), dtype=float).astype(dtype)
+        if fmt == "binary":
+            return self.decode("".join((el.text or "").split()).encode("ascii"), dtype, el, encoded=True)
+        if fmt == "appended":
+            offset = int(el.get("offset", "0"))
+            return self.decode(self.appended[offset:], dtype, el, encoded=self.appended_base64)
+        raise MeshError(f"{self.path}, line {el.sourceline}: DataArray format {fmt!r}; expected ascii, binary or appended")
+
+    def decode(self, data, dtype, el, encoded):
+        """One array: its header (byte count, or the zlib block table) then its data; raw, or
+        base64 (the header encoded on its own or together with uncompressed data; the zlib
+        block table always on its own)."""
+        h = self.header.itemsize
+        hc = _b64_len(h)
+        try:
+            if not self.compressed:
+                if not encoded:
+                    size = int(np.frombuffer(data[:h], self.header)[0])
+                    return np.frombuffer(data[h:h + size], dtype)
+                size = int(np.frombuffer(base64.b64decode(data[:hc])[:h], self.header)[0])
+                if data[hc - 1:hc] == b"=":           # the header encoded on its own
+                    raw = base64.b64decode(data[hc:hc + _b64_len(size)])
+                    return np.frombuffer(raw[:size], dtype)
+                raw = base64.b64decode(data[:_b64_len(h + size)])
+                return np.frombuffer(raw[h:h + size], dtype)
+            first = base64.b64decode(data[:hc])[:h] if encoded else data[:h]
+            blocks = int(np.frombuffer(first, self.header)[0])
+            n_header = (3 + blocks) * h
+            if encoded:
+                header = np.frombuffer(base64.b64decode(data[:_b64_len(n_header)])[:n_header], self.header)
+                sizes = header[3:3 + blocks].astype(np.int64)
+                start = _b64_len(n_header)
+                body = base64.b64decode(data[start:start + _b64_len(int(sizes.sum()))])
+            else:
+                header = np.frombuffer(data[:n_header], self.header)
+                sizes = header[3:3 + blocks].astype(np.int64)
+                body = data[n_header:n_header + int(sizes.sum())]
+            chunks, at = [], 0
+            for size in sizes:
+                chunks.append(zlib.decompress(body[at:at + int(size)]))
+                at += int(size)
+            return np.frombuffer(b"".join(chunks), dtype)
+        except (ValueError, TypeError, IndexError, zlib.error) as exc:
+            raise MeshError(f"{self.path}, line {el.sourceline}: cannot decode the binary DataArray: {exc}") from None
+
+
+def _b64_len(n_bytes):
+    """Characters of base64 for n bytes (with padding)."""
+    return 4 * ((n_bytes + 2) // 3)
+
+
 READERS = {
     ".obj": read_obj,
     ".stl": read_stl,
     ".dae": read_collada,
+    ".vtp": read_vtp,
 }
