@@ -110,20 +110,20 @@ def _subspace(bt, axis, hpitch):
 
 
 def _custom_axes(joint, functions):
-    """(axes (6, 3), coordinates (6,), function indices (6,)) of a custom joint, its functions
+    """(axes (6, 3), (coordinate, function index) (6, 2)) of a custom joint, its functions
     appended to `functions`; a coordinate that drives no axis has no motion: refused."""
-    axes, coords, funcs = np.zeros((6, 3)), np.full(6, -1, dtype=np.int64), np.zeros(6, dtype=np.int64)
+    axes, index = np.zeros((6, 3)), np.zeros((6, 2), dtype=np.int64)
     for k, ta in enumerate(joint.transform_axes):
         if ta.function.kind == "input":
             raise ModelError(f"joint {joint.name!r}: transform axis {k} uses the run-time input "
                              f"{ta.function.name!r}; a custom joint's axes are functions of its coordinates")
-        axes[k], coords[k], funcs[k] = ta.axis, ta.coordinate, len(functions)
+        axes[k], index[k] = ta.axis, (ta.coordinate, len(functions))
         functions.append(ta.function)
     for c, name in enumerate(joint.dof_names):
-        if c not in coords:
+        if c not in index[:, 0]:
             raise ModelError(f"joint {joint.name!r}: coordinate {name!r} drives none of its transform "
                              "axes, so it has no motion (an undefined acceleration)")
-    return axes, coords, funcs
+    return axes, index
 
 
 def compile_models(models) -> Compiled:
@@ -138,7 +138,7 @@ def compile_models(models) -> Compiled:
                              f"({gravity.tolist()} vs {np.asarray(m.gravity).tolist()}); set one gravity for the world")
     bodies = []          # dicts, in creation order
     links = []           # (body, R, p)
-    functions = []       # custom joints' transform-axis functions, in ta_func order
+    functions = []       # custom joints' transform-axis functions (Tree.ta_index[..., 1] indexes them)
     link_names = []
     dof = dict(armature=[], damping=[], stiffness=[], rest=[], friction=[])
     joint_of_v = []
@@ -162,12 +162,13 @@ def compile_models(models) -> Compiled:
                 for k, (bt, ax, hp, R0, p0) in enumerate(elems):
                     if k == 0:   # placement relative to the parent body, through merged fixed links
                         R0, p0 = Rp @ R0, pp + Rp @ p0
-                    body = dict(parent=parent_body, jtype=bt, iq=bq, iv=bv, nvb=BODY_NV.get(bt, joint.nv),
-                                axis=ax, hpitch=hp, R0=R0, p0=p0, S0=_subspace(bt, ax, hp),
-                                mass=0.0, h=np.zeros(3), Io=np.zeros((3, 3)),
-                                ta_axis=np.zeros((6, 3)), ta_coord=np.full(6, -1), ta_func=np.zeros(6))
+                    axes, ta_index = np.zeros((6, 3)), np.zeros((6, 2), dtype=np.int64)
+                    axes[0] = ax
                     if bt == CUSTOM:
-                        body["ta_axis"], body["ta_coord"], body["ta_func"] = _custom_axes(joint, functions)
+                        axes, ta_index = _custom_axes(joint, functions)
+                    body = dict(parent=parent_body, jtype=bt, iq=bq, iv=bv, nvb=BODY_NV.get(bt, joint.nv),
+                                axis=axes, hpitch=hp, R0=R0, p0=p0, S0=_subspace(bt, ax, hp),
+                                mass=0.0, h=np.zeros(3), Io=np.zeros((3, 3)), ta_index=ta_index)
                     bodies.append(body)
                     parent_body = len(bodies) - 1
                     bq += BODY_NQ.get(bt, joint.nq)
@@ -208,7 +209,7 @@ def compile_models(models) -> Compiled:
     tree, _, _ = carve_tree(tf, ti)
     for k, b in enumerate(bodies):
         for key in ("parent", "jtype", "iq", "iv", "nvb", "axis", "hpitch", "R0", "p0", "S0",
-                    "mass", "h", "Io", "ta_axis", "ta_coord", "ta_func"):
+                    "mass", "h", "Io", "ta_index"):
             getattr(tree, key)[k] = b[key]
     tree.ff[:], tree.fi[:] = ff, fi
     for key in ("armature", "damping", "stiffness", "rest", "friction"):

@@ -27,14 +27,14 @@ Tree = namedtuple("Tree", [
     "jtype",       # int64[nb]   REVOLUTE ... CUSTOM
     "iq", "iv",    # int64[nb]   first coordinate / velocity index
     "nvb",         # int64[nb]   DOFs of the body
-    "axis",        # f8[nb,3]    joint axis (body frame)
+    "axis",        # f8[nb,6,3]  joint axis (row 0, body frame); a CUSTOM body's six transform axes
+                   #             (rotations 0-2, translations 3-5)
     "hpitch",      # f8[nb]      helical: translation per radian
     "R0", "p0",    # f8[nb,3,3], f8[nb,3]: joint placement in the parent body frame
     "S0",          # f8[nb,6,6]  constant motion subspace (first nvb columns; zero for CUSTOM):
                    #             Compiled.new_data copies it into Data.S, which the kernels read
-    "ta_axis",     # f8[nb,6,3]  CUSTOM: the six transform axes (rotations 0-2, translations 3-5)
-    "ta_coord",    # int64[nb,6] CUSTOM: the body coordinate (0..nvb-1) driving each axis, -1 = constant
-    "ta_func",     # int64[nb,6] CUSTOM: each axis's function in ff/fi
+    "ta_index",    # int64[nb,6,2] CUSTOM: per transform axis, the body coordinate (0..nvb-1) driving
+                   #             it (-1 = constant) and its function in ff/fi
     "ff", "fi",    # f8[nff], int64[nfn,FI_COLUMNS]: packed functions (functions.py)
     "mass", "h", "Io",  # f8[nb], f8[nb,3], f8[nb,3,3]: mass, first moment m*c, inertia about the body origin
     "armature", "damping", "stiffness", "rest", "friction",  # f8[nv]
@@ -49,14 +49,14 @@ Data = namedtuple("Data", [
     "Rw", "pw",    # body pose in the world
     "X",           # motion transform parent -> body
     "S",           # motion subspace of each body at q (body frame; first nvb columns)
-    "ta_axis_b", "ta_deriv",  # CUSTOM: each transform axis in the body frame, and (f', f'') of its function at q
+    "ta_state",    # CUSTOM: per transform axis, (axis in the body frame, f', f'' of its function) at q
     "vel", "cb", "acc",  # body velocity, velocity-product acceleration, acceleration (body frame)
     "IA", "pA",    # articulated inertia and bias force
     "U", "Dinv", "u",  # per body: IA S, (S^T IA S + diag)^-1, tau - S^T pA
     "f",           # body forces (RNEA) / composite inertias use IA
     "fext",        # external force on each body (body frame, about its origin)
     "M", "qdd", "tau_total", "diag",
-    "t6a", "t6b", "T66", "T66b", "UDi", "R33",  # scratch
+    "t6a", "t6b", "T66", "T66b", "UDi",  # scratch
     "link_R", "link_p",  # world link poses
     "q_prev", "v_prev",  # state at the start of the last step
     "a_step",      # (v after the step's impulses - v_prev) / dt: the last step's acceleration
@@ -69,13 +69,13 @@ TREE_HEADER = 6    # ti[:6] = nb, nv, nl, nq, nff, nfn
 
 def tree_sizes(nb, nv, nl, nff, nfn):
     """(float, int) buffer lengths that carve_tree lays out (checked against it at compile)."""
-    return (nb * 83 + 5 * nv + 12 * nl + 3 + nff,
+    return (nb * 80 + 5 * nv + 12 * nl + 3 + nff,
             TREE_HEADER + 17 * nb + nl + FI_COLUMNS * nfn)
 
 
 def data_size(nb, nv, nq, nl):
     """Float buffer length that carve_data lays out."""
-    return nb * 276 + nv * nv + 16 * nv + 2 * nq + 12 * nl + 129
+    return nb * 276 + nv * nv + 16 * nv + 2 * nq + 12 * nl + 120
 
 
 @njit(cache=True, nogil=True)
@@ -87,12 +87,11 @@ def carve_tree(tf, ti):
     slow path (microseconds per call), three buffers on its fast one."""
     nb, nv, nl, nff, nfn = ti[0], ti[1], ti[2], ti[4], ti[5]
     o = 0
-    axis = tf[o:o + 3 * nb].reshape((nb, 3)); o += 3 * nb
+    axis = tf[o:o + 18 * nb].reshape((nb, 6, 3)); o += 18 * nb
     hpitch = tf[o:o + nb]; o += nb
     R0 = tf[o:o + 9 * nb].reshape((nb, 3, 3)); o += 9 * nb
     p0 = tf[o:o + 3 * nb].reshape((nb, 3)); o += 3 * nb
     S0 = tf[o:o + 36 * nb].reshape((nb, 6, 6)); o += 36 * nb
-    ta_axis = tf[o:o + 18 * nb].reshape((nb, 6, 3)); o += 18 * nb
     mass = tf[o:o + nb]; o += nb
     h = tf[o:o + 3 * nb].reshape((nb, 3)); o += 3 * nb
     Io = tf[o:o + 9 * nb].reshape((nb, 3, 3)); o += 9 * nb
@@ -112,11 +111,9 @@ def carve_tree(tf, ti):
     iv = ti[k:k + nb]; k += nb
     nvb = ti[k:k + nb]; k += nb
     link_body = ti[k:k + nl]; k += nl
-    ta_coord = ti[k:k + 6 * nb].reshape((nb, 6)); k += 6 * nb
-    ta_func = ti[k:k + 6 * nb].reshape((nb, 6)); k += 6 * nb
+    ta_index = ti[k:k + 12 * nb].reshape((nb, 6, 2)); k += 12 * nb
     fi = ti[k:k + FI_COLUMNS * nfn].reshape((nfn, FI_COLUMNS)); k += FI_COLUMNS * nfn
-    tree = Tree(parent, jtype, iq, iv, nvb, axis, hpitch, R0, p0, S0, ta_axis, ta_coord, ta_func,
-                ff, fi, mass, h, Io, armature, damping, stiffness, rest, friction, link_body,
+    tree = Tree(parent, jtype, iq, iv, nvb, axis, hpitch, R0, p0, S0, ta_index, ff, fi, mass, h, Io, armature, damping, stiffness, rest, friction, link_body,
                 link_R, link_p, gravity)
     return tree, o, k
 
@@ -132,8 +129,7 @@ def carve_data(df, ti):
     pw = df[o:o + 3 * nb].reshape((nb, 3)); o += 3 * nb
     X = df[o:o + 36 * nb].reshape((nb, 6, 6)); o += 36 * nb
     S = df[o:o + 36 * nb].reshape((nb, 6, 6)); o += 36 * nb
-    ta_axis_b = df[o:o + 18 * nb].reshape((nb, 6, 3)); o += 18 * nb
-    ta_deriv = df[o:o + 12 * nb].reshape((nb, 6, 2)); o += 12 * nb
+    ta_state = df[o:o + 30 * nb].reshape((nb, 6, 5)); o += 30 * nb
     vel = df[o:o + 6 * nb].reshape((nb, 6)); o += 6 * nb
     cb = df[o:o + 6 * nb].reshape((nb, 6)); o += 6 * nb
     acc = df[o:o + 6 * nb].reshape((nb, 6)); o += 6 * nb
@@ -153,7 +149,6 @@ def carve_data(df, ti):
     T66 = df[o:o + 36].reshape((6, 6)); o += 36
     T66b = df[o:o + 36].reshape((6, 6)); o += 36
     UDi = df[o:o + 36].reshape((6, 6)); o += 36
-    R33 = df[o:o + 9].reshape((3, 3)); o += 9
     link_R = df[o:o + 9 * nl].reshape((nl, 3, 3)); o += 9 * nl
     link_p = df[o:o + 3 * nl].reshape((nl, 3)); o += 3 * nl
     q_prev = df[o:o + nq]; o += nq
@@ -165,8 +160,8 @@ def carve_data(df, ti):
     v_stage = df[o:o + nv]; o += nv
     v_sum = df[o:o + nv]; o += nv
     a_sum = df[o:o + nv]; o += nv
-    data = Data(Rr, pr, Rw, pw, X, S, ta_axis_b, ta_deriv, vel, cb, acc, IA, pA, U, Dinv, u, f,
-                fext, M, qdd, tau_total, diag, t6a, t6b, T66, T66b, UDi, R33, link_R, link_p,
+    data = Data(Rr, pr, Rw, pw, X, S, ta_state, vel, cb, acc, IA, pA, U, Dinv, u, f,
+                fext, M, qdd, tau_total, diag, t6a, t6b, T66, T66b, UDi, link_R, link_p,
                 q_prev, v_prev, a_step, k_v, k_a, q_stage, v_stage, v_sum, a_sum)
     return data, o
 
@@ -388,9 +383,9 @@ def _invert_spd(A, n, Ainv):
 # ---------------------------------------------------------------------------- kinematics ---
 @kernel
 def _custom_joint(t, d, i, q):
-    """A CUSTOM body: its pose in the parent body frame (R0 R(q), p0 + R0 p(q)) into Rr, pr;
-    its motion subspace into d.S[i]; and, for the velocity pass, each transform axis in the
-    body frame with (f', f'') of its function (d.ta_axis_b, d.ta_deriv).
+    """A CUSTOM body: its pose in the parent body frame (R0 R(q), p0 + R0 p(q)) into d.Rr[i],
+    d.pr[i]; its motion subspace into d.S[i]; and, for the velocity pass, each transform axis
+    in the body frame with (f', f'') of its function (d.ta_state).
 
     R = R(a0, f0) R(a1, f1) R(a2, f2), p = f3 a3 + f4 a4 + f5 a5 (joint frame). The body's
     angular velocity is sum f_k' qdot e_k with e_k = (R_k+1 ... R_2)^T a_k (rotation k's axis
@@ -401,46 +396,51 @@ def _custom_joint(t, d, i, q):
     for a in range(6):
         for c in range(n):
             S[a, c] = 0.0
-    A = d.Rw[i]          # scratch until forward_kinematics sets it: R_k ... R_2 so far
-    Rk = d.R33
+    A = d.Rr[i]          # R_k ... R_2 so far, then R; turned into R0 R at the end
+    Rk = d.Rw[i]         # scratch until forward_kinematics sets it
     for a in range(3):
         for b in range(3):
             A[a, b] = 1.0 if a == b else 0.0
     px = py = pz = 0.0
     for step in range(6):
         k = 2 - step if step < 3 else step      # rotations innermost first, then translations
-        c = t.ta_coord[i, k]
+        c = t.ta_index[i, k, 0]
         x = q[iq + c] if c >= 0 else 0.0
         # `inputs` is never read: compile() refuses input functions on transform axes
-        f, df, ddf = eval_function(t.ff, t.fi, t.ta_func[i, k], x, t.ff)
+        f, df, ddf = eval_function(t.ff, t.fi, t.ta_index[i, k, 1], x, t.ff)
         if c < 0:
             df = ddf = 0.0
-        ax = t.ta_axis[i, k]
-        e = d.ta_axis_b[i, k]
+        ax = t.axis[i, k]
+        e = d.ta_state[i, k]
         for b in range(3):       # the axis in the body frame: A^T a (A = R once the rotations are done)
             e[b] = A[0, b] * ax[0] + A[1, b] * ax[1] + A[2, b] * ax[2]
-        d.ta_deriv[i, k, 0] = df
-        d.ta_deriv[i, k, 1] = ddf
+        e[3] = df
+        e[4] = ddf
         row = 3 if k < 3 else 0
         if c >= 0:
             for b in range(3):
                 S[row + b, c] += df * e[b]
         if k < 3:
             _axis_angle_to_R(ax, f, Rk)
-            for b in range(3):   # A = Rk A, column by column
-                a0 = Rk[0, 0] * A[0, b] + Rk[0, 1] * A[1, b] + Rk[0, 2] * A[2, b]
-                a1 = Rk[1, 0] * A[0, b] + Rk[1, 1] * A[1, b] + Rk[1, 2] * A[2, b]
-                a2 = Rk[2, 0] * A[0, b] + Rk[2, 1] * A[1, b] + Rk[2, 2] * A[2, b]
-                A[0, b], A[1, b], A[2, b] = a0, a1, a2
+            _rotate_columns(Rk, A)
         else:
             px += f * ax[0]
             py += f * ax[1]
             pz += f * ax[2]
-    R0, p0, Rr, pr = t.R0[i], t.p0[i], d.Rr[i], d.pr[i]
+    R0, p0, pr = t.R0[i], t.p0[i], d.pr[i]
+    _rotate_columns(R0, A)
     for a in range(3):
-        for b in range(3):
-            Rr[a, b] = R0[a, 0] * A[0, b] + R0[a, 1] * A[1, b] + R0[a, 2] * A[2, b]
         pr[a] = p0[a] + R0[a, 0] * px + R0[a, 1] * py + R0[a, 2] * pz
+
+
+@inline
+def _rotate_columns(Rk, A):
+    """A = Rk A in place, column by column."""
+    for b in range(3):
+        a0 = Rk[0, 0] * A[0, b] + Rk[0, 1] * A[1, b] + Rk[0, 2] * A[2, b]
+        a1 = Rk[1, 0] * A[0, b] + Rk[1, 1] * A[1, b] + Rk[1, 2] * A[2, b]
+        a2 = Rk[2, 0] * A[0, b] + Rk[2, 1] * A[1, b] + Rk[2, 2] * A[2, b]
+        A[0, b], A[1, b], A[2, b] = a0, a1, a2
 
 
 @kernel
@@ -451,13 +451,13 @@ def _custom_bias_add(t, d, i, v, out):
     iv = t.iv[i]
     w0 = w1 = w2 = 0.0       # sum of fdot_m e_m over the rotations after k: ends as the joint's w
     for k in range(2, -1, -1):
-        c = t.ta_coord[i, k]
+        c = t.ta_index[i, k, 0]
         if c < 0:
             continue
+        e = d.ta_state[i, k]
         qd = v[iv + c]
-        fd = d.ta_deriv[i, k, 0] * qd
-        fdd = d.ta_deriv[i, k, 1] * qd * qd
-        e = d.ta_axis_b[i, k]
+        fd = e[3] * qd
+        fdd = e[4] * qd * qd
         out[3] += fdd * e[0] + fd * (e[1] * w2 - e[2] * w1)
         out[4] += fdd * e[1] + fd * (e[2] * w0 - e[0] * w2)
         out[5] += fdd * e[2] + fd * (e[0] * w1 - e[1] * w0)
@@ -465,13 +465,13 @@ def _custom_bias_add(t, d, i, v, out):
         w1 += fd * e[1]
         w2 += fd * e[2]
     for k in range(3, 6):
-        c = t.ta_coord[i, k]
+        c = t.ta_index[i, k, 0]
         if c < 0:
             continue
+        e = d.ta_state[i, k]
         qd = v[iv + c]
-        fd = d.ta_deriv[i, k, 0] * qd
-        fdd = d.ta_deriv[i, k, 1] * qd * qd
-        e = d.ta_axis_b[i, k]
+        fd = e[3] * qd
+        fdd = e[4] * qd * qd
         out[0] += fdd * e[0] + fd * (e[1] * w2 - e[2] * w1)
         out[1] += fdd * e[1] + fd * (e[2] * w0 - e[0] * w2)
         out[2] += fdd * e[2] + fd * (e[0] * w1 - e[1] * w0)
@@ -486,7 +486,7 @@ def forward_kinematics(t, d, q):
         if t.jtype[i] == CUSTOM:
             _custom_joint(t, d, i, q)
         else:
-            _joint_placement(t.jtype[i], t.iq[i], t.axis[i], t.hpitch[i], t.R0[i], t.p0[i], q,
+            _joint_placement(t.jtype[i], t.iq[i], t.axis[i, 0], t.hpitch[i], t.R0[i], t.p0[i], q,
                              d.Rw[i], d.Rr[i], d.pr[i])   # Rw[i] is scratch until set below
         _motion_transform(d.Rr[i], d.pr[i], d.X[i])
         p = t.parent[i]
