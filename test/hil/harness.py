@@ -1,41 +1,19 @@
 """The bundled SR1 world with a Bridge on a capturing transport, stepped by the test (no runner:
 the test decides when the device has spoken and when the simulation samples)."""
-from collections import defaultdict
 
 import numpy as np
+from capture_transport import Capture  # noqa: F401  (tests import it from here too)
 
-from mbsim_ros.ros import messages as msg
 from mbsim_ros.ros.bridge import Bridge
 from mbsim_ros.ros.config import load_config
 from mbsim_ros.ros.session import simulation
-from mbsim_ros.ros.transport import FanoutTransport, NullTransport
+from mbsim_ros.ros.transport import FanoutTransport
 from mbsim_ros.ros.world import load_world
 
 # cameras off: nothing here looks at images, and rendering is most of a step's cost
 NO_CAMERAS = {"LeftCamera": {"enabled": False}, "RightCamera": {"enabled": False}}
 
 
-class Capture(NullTransport):
-    """Keeps every published message, decoded: got[topic] = [message]; subscriptions are kept
-    so a test can deliver to them (a driver's topic for source: ros)."""
-
-    kind = "capture"
-    receives = True
-
-    def __init__(self):
-        super().__init__()
-        self.got = defaultdict(list)
-        self.callbacks = {}
-
-    def publish(self, handle, data, stamp_ns=0):
-        super().publish(handle, data, stamp_ns)
-        self.got[handle.topic].append(msg.decode(data, handle.typename))
-
-    def _subscribe(self, sub):
-        self.callbacks[sub.topic] = sub.deliver
-
-    def deliver(self, topic, data):
-        self.callbacks[topic](data)
 
 
 def world(devices=None, emulate=None, commands=None, sensors=None, log=None, transport=None, **settings):

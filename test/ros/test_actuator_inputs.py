@@ -4,11 +4,11 @@ Bridge on a transport that delivers what a test hands it and on live DDS between
 contact method) as the run's dt, duration and contact unless the user gave them."""
 import random
 import time
-from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 import pytest
+from capture_transport import Capture
 
 from mbsim_ros.cli import main
 from mbsim_ros.model import Actuator, BodyLoad, ConfigError, Function, Joint, Link, Model
@@ -17,7 +17,6 @@ from mbsim_ros.ros.bridge import Bridge
 from mbsim_ros.ros.config import load_config
 from mbsim_ros.ros.node import config_from_parameters
 from mbsim_ros.ros.session import Session, simulation
-from mbsim_ros.ros.transport import NullTransport
 from mbsim_ros.ros.world import apply_model_settings
 
 GAIN = 40.0                     # N m per unit control
@@ -26,27 +25,6 @@ PUSH, CART = 3.0, 4.0           # N of the input-modulated load at input 1, kg o
 DT = 0.001
 
 
-class Loopback(NullTransport):
-    """Keeps what is published, decoded (got[topic]); deliver(topic, bytes) hands a message to
-    the subscription on topic, as a live transport's reader thread would."""
-
-    kind = "loopback"
-    receives = True
-
-    def __init__(self):
-        super().__init__()
-        self.got = defaultdict(list)
-        self.callbacks = {}
-
-    def publish(self, handle, data, stamp_ns=0):
-        super().publish(handle, data, stamp_ns)
-        self.got[handle.topic].append(msg.decode(data, handle.typename))
-
-    def _subscribe(self, sub):
-        self.callbacks[sub.topic] = sub.deliver
-
-    def deliver(self, topic, data):
-        self.callbacks[topic](data)
 
 
 def rig(actuated=True, settings=None):
@@ -68,7 +46,7 @@ def rig(actuated=True, settings=None):
 def started(model=None, **settings):
     config = load_config(None, dict(contact="none", **settings))
     sim = simulation([model or rig()], config)
-    transport = Loopback()
+    transport = Capture()
     bridge = Bridge(sim, transport, config)
     bridge.start()
     return sim, bridge, transport
@@ -147,7 +125,7 @@ def test_a_world_without_actuators_or_inputs_has_neither_topic():
 def test_actuators_switched_off_by_the_configuration_stay_off_after_a_reset():
     config = load_config(None, dict(contact="none", actuators_enabled=False, real_time_factor=0))
     sim = simulation([rig()], config)
-    t = Loopback()
+    t = Capture()
     session = Session(sim, t, config)
     assert sim.actuators_enabled is False
     t.deliver("/rig/actuator_controls", controls(["motor"], [1.0]))
@@ -244,7 +222,7 @@ def test_mbsim_run_takes_the_models_time_step_and_end_time_unless_given(monkeypa
 def test_the_node_pauses_at_the_duration_and_goes_on_when_resumed():
     config = load_config(None, dict(contact="none", real_time_factor=0))
     sim = simulation([rig()], config)
-    session = Session(sim, Loopback(), config)
+    session = Session(sim, Capture(), config)
     runner = session.runner
     session.pause_at(0.05)
     runner.start()
