@@ -17,7 +17,11 @@ the constraint function (the direction's own rotation cancels).
   lock      bilateral, back to the initial position with joint_erp
   loop      bilateral with Baumgarte stabilization (joint_erp): ball/xyz, weld, hinge,
             xy/piston/point_line, z/point_plane, distance, revolute_spherical,
-            revolute_translational (Chrono's definition)
+            revolute_translational (Chrono's definition), parallel (the axes stay parallel:
+            a hinge's two angular rows), orientation (a weld's three angular rows); a loop's
+            link may be None, the world (its points and axis then in world coordinates)
+  force     spring length stops (one-sided, before the loops), motor and coupler rows (after
+            them): dynamics/forces.py builds them; motor guides are loops
 
 Penalty contact (Chrono SMC) is the alternative for contacts: a spring-damper normal force and
 regularized Coulomb friction applied as external body forces before ABA.
@@ -370,13 +374,30 @@ def _set_row(s, m, kind, src, target, lo, hi, findex):
 
 
 @inline
+def _linear_row(t, d, s, m, la, lb, pa, pb, dv):
+    J = s.J[m]
+    J[:] = 0.0
+    _accumulate_linear(t, d, t.link_body[la], pa, dv, 1.0, J)
+    _accumulate_linear(t, d, t.link_body[lb], pb, dv, -1.0, J)
+
+
+@inline
+def _angular_row(t, d, s, m, la, lb, dv):
+    J = s.J[m]
+    J[:] = 0.0
+    _accumulate_angular(t, d, t.link_body[la], dv, 1.0, J)
+    _accumulate_angular(t, d, t.link_body[lb], dv, -1.0, J)
+
+
+@inline
 def _body(t, link):
     """The body carrying `link`; -1 for the world (link -1) and links welded to it."""
     return -1 if link < 0 else t.link_body[link]
 
 
 @inline
-def _linear_row(t, d, s, m, la, lb, pa, pb, dv):
+def _loop_linear_row(t, d, s, m, la, lb, pa, pb, dv):
+    """_linear_row where either link may be the world (-1); the contact rows keep the plain one."""
     J = s.J[m]
     J[:] = 0.0
     _accumulate_linear(t, d, _body(t, la), pa, dv, 1.0, J)
@@ -384,7 +405,7 @@ def _linear_row(t, d, s, m, la, lb, pa, pb, dv):
 
 
 @inline
-def _angular_row(t, d, s, m, la, lb, dv):
+def _loop_angular_row(t, d, s, m, la, lb, dv):
     J = s.J[m]
     J[:] = 0.0
     _accumulate_angular(t, d, _body(t, la), dv, 1.0, J)
@@ -439,7 +460,7 @@ def _loop_rows(t, d, r, s, k, m, scratch, joint_erp, dt):
         for a in range(3):
             dv[:] = 0.0
             dv[a] = 1.0
-            _linear_row(t, d, s, m, la, lb, pa, pb, dv)
+            _loop_linear_row(t, d, s, m, la, lb, pa, pb, dv)
             _set_row(s, m, ROW_LOOP, src, gain * (pa[a] - pb[a]), -inf, inf, -1)
             m += 1
     if kind == LOOP_WELD or kind == LOOP_ORIENTATION:
@@ -459,7 +480,7 @@ def _loop_rows(t, d, r, s, k, m, scratch, joint_erp, dt):
         for a in range(3):
             dv[:] = 0.0
             dv[a] = 1.0
-            _angular_row(t, d, s, m, la, lb, dv)
+            _loop_angular_row(t, d, s, m, la, lb, dv)
             err = err0 if a == 0 else (err1 if a == 1 else err2)
             _set_row(s, m, ROW_LOOP, src, gain * err, -inf, inf, -1)
             m += 1
@@ -468,21 +489,21 @@ def _loop_rows(t, d, r, s, k, m, scratch, joint_erp, dt):
         for which in range(2):
             _rot(Rb, r.loop_u1[k] if which == 0 else r.loop_u2[k], tmp)
             _cross(ua, tmp, dv)
-            _angular_row(t, d, s, m, la, lb, dv)
+            _loop_angular_row(t, d, s, m, la, lb, dv)
             _set_row(s, m, ROW_LOOP, src, gain * _dot3(ua, tmp), -inf, inf, -1)
             m += 1
     if kind == LOOP_LINE:
         # b's point on the line through a's point along a's axis: two directions fixed on a
         for which in range(2):
             _rot(Ra, r.loop_u1[k] if which == 0 else r.loop_u2[k], dv)
-            _linear_row(t, d, s, m, la, lb, pb, pb, dv)
+            _loop_linear_row(t, d, s, m, la, lb, pb, pb, dv)
             for a in range(3):
                 tmp[a] = pa[a] - pb[a]
             _set_row(s, m, ROW_LOOP, src, gain * _dot3(dv, tmp), -inf, inf, -1)
             m += 1
     if kind == LOOP_PLANE or kind == LOOP_REV_SPH or kind == LOOP_REV_TRANS:
         # b's point in the plane through a's point normal to a's axis
-        _linear_row(t, d, s, m, la, lb, pb, pb, ua)
+        _loop_linear_row(t, d, s, m, la, lb, pb, pb, ua)
         for a in range(3):
             tmp[a] = pa[a] - pb[a]
         _set_row(s, m, ROW_LOOP, src, gain * _dot3(ua, tmp), -inf, inf, -1)
@@ -496,13 +517,13 @@ def _loop_rows(t, d, r, s, k, m, scratch, joint_erp, dt):
                 dv[a] = tmp[a] / n
         else:   # coincident points: any direction keeps the row defined
             dv[0], dv[1], dv[2] = 0.0, 0.0, 1.0
-        _linear_row(t, d, s, m, la, lb, pa, pb, dv)
+        _loop_linear_row(t, d, s, m, la, lb, pa, pb, dv)
         _set_row(s, m, ROW_LOOP, src, gain * (n - r.loop_dist[k]), -inf, inf, -1)
         m += 1
     if kind == LOOP_REV_TRANS:
         # the distance from a's point to b's point along b's x2 stays loop_dist (rate at a's point)
         _rot(Rb, r.loop_u1[k], dv)
-        _linear_row(t, d, s, m, la, lb, pa, pa, dv)
+        _loop_linear_row(t, d, s, m, la, lb, pa, pa, dv)
         for a in range(3):
             tmp[a] = pa[a] - pb[a]
         _set_row(s, m, ROW_LOOP, src, gain * (_dot3(dv, tmp) + r.loop_dist[k]), -inf, inf, -1)

@@ -57,12 +57,12 @@ F_FRAME1, F_FRAME2, F_PAR = 0, 12, 24
 # state columns: continuous angle and whether it is set, speed motor reference and whether it is set
 S_ANGLE, S_INIT, S_REF, S_REF_INIT = 0, 1, 2, 3
 # header of ei
-H_N, H_NMAP, H_NFF, H_NFUN, H_NACT, H_NINP, H_ENABLED = range(7)
-HEADER = 8
+H_N, H_NMAP, H_NFF, H_NFUN, H_NACT, H_NINP, H_ENABLED, H_NSTOP, H_NDRIVE = range(9)
+HEADER = 10
 NSCRATCH = 16
 
 Forces = namedtuple("Forces", [
-    "flags",       # int64[HEADER]: counts, flags[H_ENABLED] = actuators on
+    "flags",       # int64[HEADER]: counts (elements, stop and drive rows, ...), flags[H_ENABLED] = actuators on
     "el_i",        # int64[n, NI]
     "el_f",        # f8[n, NF]
     "es",          # f8[n, NS]   per-element state (turn counting, speed motor reference)
@@ -147,7 +147,6 @@ class ForceSet:
         functions = []
         maps = []
         self.actuator_names, self._actuators = [], []
-        self.names = []
         self.guide_loops = []
         self.constrained = []
         self.drive_rows = self.stop_rows = 0
@@ -187,7 +186,6 @@ class ForceSet:
                 rf = np.zeros(NF)
                 rows_i.append(ri)
                 rows_f.append(rf)
-                self.names.append(name)
                 return rf
 
             for e in model.forces:
@@ -343,7 +341,8 @@ class ForceSet:
         self.ef = np.zeros(sizes[0])
         self.ei = np.zeros(sizes[1], dtype=np.int64)
         self.ei[:HEADER] = 0
-        self.ei[[H_N, H_NMAP, H_NFF, H_NFUN, H_NACT, H_NINP]] = n, len(maps), len(ff), fi.shape[0], nact, ninp
+        self.ei[[H_N, H_NMAP, H_NFF, H_NFUN, H_NACT, H_NINP, H_NSTOP, H_NDRIVE]] = (
+            n, len(maps), len(ff), fi.shape[0], nact, ninp, self.stop_rows, self.drive_rows)
         self.forces, used_f, used_i = carve_forces(self.ef, self.ei)
         assert (used_f, used_i) == (len(self.ef), len(self.ei)), "forces_sizes disagrees with carve_forces"
         f = self.forces

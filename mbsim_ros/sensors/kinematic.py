@@ -18,7 +18,7 @@ OpenHRP semantics (../shared/docs/sensors-and-ros.md, section 1), all in the sen
                  sensors report the opposite, parent-on-child, wrench)
 """
 from ..dynamics.constraints import _add_body_force
-from ..dynamics.forces import apply_forces, carve_forces
+from ..dynamics.forces import H_N, apply_forces, carve_forces
 from ..dynamics.kernels import carve_data, carve_tree, kernel, link_poses, rnea, velocity_kinematics
 
 ACCELEROMETER, GYRO, FORCE = 1, 2, 3
@@ -43,7 +43,8 @@ def sense_kernel(tf, ti, df, ef, ei, time, q, v, a, c_link, c_point, c_force, ki
         _add_body_force(t, d, c_link[k, 0], c_point[k], c_force[k], 1.0)
         _add_body_force(t, d, c_link[k, 1], c_point[k], c_force[k], -1.0)
     # generalized forces act inside their joints (like joint torques): only body forces matter
-    apply_forces(t, d, fe, q, v, time, tau_scratch, False)
+    if fe.flags[H_N] > 0:
+        apply_forces(t, d, fe, q, v, time, tau_scratch, False)
     rnea(t, d, a, tau_scratch)
     g = t.gravity
     for k in range(kind.shape[0]):
