@@ -13,8 +13,9 @@ OWN = pathlib.Path(__file__).resolve().parents[1] / "models" / "openhrp"
 
 
 @contextlib.contextmanager
-def deadline(seconds=1.0):
-    """Fail (instead of hanging) when the body takes longer than `seconds`."""
+def deadline(seconds=10.0):
+    """Fail (instead of hanging) when the body takes longer than `seconds`: a hang guard with room
+    for a loaded CI machine, not a timing (speed is bench/loaders.py)."""
     def on_alarm(signum, frame):
         raise TimeoutError(f"took longer than {seconds} s")
     old = signal.signal(signal.SIGALRM, on_alarm)
@@ -206,7 +207,7 @@ BAD_SYNTAX = [
 def test_bad_syntax_raises_model_error_with_file_and_line(tmp_path, name, text, line, expected):
     path = tmp_path / f"{name}.wrl"
     path.write_text(text)
-    with deadline(1.0), pytest.raises(ModelError) as err:
+    with deadline(), pytest.raises(ModelError) as err:
         vrml.parse_file(path)
     message = str(err.value)
     assert message.startswith(f"{path}:{line}:"), message
@@ -216,7 +217,7 @@ def test_bad_syntax_raises_model_error_with_file_and_line(tmp_path, name, text, 
 def test_missing_inline_file_names_the_including_file_and_line(tmp_path):
     path = tmp_path / "main.wrl"
     path.write_text('Group {\n  children [\n    Inline { url "parts/nothere.wrl" }\n  ]\n}\n')
-    with deadline(1.0), pytest.raises(ModelError) as err:
+    with deadline(), pytest.raises(ModelError) as err:
         vrml.parse_file(path)
     assert str(err.value).startswith(f"{path}:3:")
     assert "nothere.wrl" in str(err.value) and "file not found" in str(err.value)
@@ -225,7 +226,7 @@ def test_missing_inline_file_names_the_including_file_and_line(tmp_path):
 def test_inline_cycle_is_detected(tmp_path):
     (tmp_path / "a.wrl").write_text('Group { children Inline { url "b.wrl" } }\n')
     (tmp_path / "b.wrl").write_text('\n\nGroup { children Inline { url "a.wrl" } }\n')
-    with deadline(1.0), pytest.raises(ModelError) as err:
+    with deadline(), pytest.raises(ModelError) as err:
         vrml.parse_file(tmp_path / "a.wrl")
     message = str(err.value)
     assert message.startswith(f"{tmp_path / 'b.wrl'}:3:")
@@ -234,7 +235,7 @@ def test_inline_cycle_is_detected(tmp_path):
 
 def test_self_inline_is_a_cycle(tmp_path):
     (tmp_path / "self.wrl").write_text('Inline { url "self.wrl" }\n')
-    with deadline(1.0), pytest.raises(ModelError, match="includes itself"):
+    with deadline(), pytest.raises(ModelError, match="includes itself"):
         vrml.parse_file(tmp_path / "self.wrl")
 
 
