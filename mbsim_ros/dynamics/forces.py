@@ -39,8 +39,7 @@ from numba import njit
 
 from ..model import (Actuator, BodyLoad, Bushing, CoordinateCoupler, CoordinateLimitForce, Function,
                      LoopConstraint, ModelError, Motor, RotarySpringDamper, SpringDamper)
-from .constraints import (ROW_COUPLER, ROW_MOTOR, ROW_STOP, _accumulate_angular, _accumulate_linear,
-                          _add_body_force, _point_velocity, _set_row)
+from .constraints import ROW_COUPLER, ROW_MOTOR, ROW_STOP, _accumulate_angular, _accumulate_linear, _set_row
 from .functions import eval_function, pack_functions
 from .kernels import inline, kernel
 
@@ -421,86 +420,102 @@ class ForceSet:
 
 
 # ------------------------------------------------------------------------------ kernels ---
-@inline
-def _frame_world(d, link, f, o, R, p):
-    """World pose (R, p) of the frame stored at f[o:o+12] (rotation row-major, origin) fixed to
-    `link` (-1: the world)."""
-    if link < 0:
-        for a in range(3):
-            p[a] = f[o + 9 + a]
-            for c in range(3):
-                R[a, c] = f[o + 3 * a + c]
-        return
-    L = d.link_R[link]
-    for a in range(3):
-        p[a] = d.link_p[link, a] + L[a, 0] * f[o + 9] + L[a, 1] * f[o + 10] + L[a, 2] * f[o + 11]
-        for c in range(3):
-            R[a, c] = L[a, 0] * f[o + c] + L[a, 1] * f[o + 3 + c] + L[a, 2] * f[o + 6 + c]
-
+# The helpers take the few arrays they use, never the Tree/Data/Forces namedtuples: handing a
+# namedtuple to a function (inlined or not) increfs every array in it, some 60 atomic calls
+# (~0.3 us), where an array costs one. The arrays are taken out of the tuples once per call of
+# apply_forces.
 
 @inline
-def _point_world(d, link, f, o, out):
+def _world_point(link_R, link_p, link, f, o):
     """World position of the point f[o:o+3] of `link` (-1: already in the world)."""
+    x, y, z = f[o], f[o + 1], f[o + 2]
     if link < 0:
-        for a in range(3):
-            out[a] = f[o + a]
-        return
-    L = d.link_R[link]
-    for a in range(3):
-        out[a] = d.link_p[link, a] + L[a, 0] * f[o] + L[a, 1] * f[o + 1] + L[a, 2] * f[o + 2]
+        return x, y, z
+    R = link_R[link]
+    return (link_p[link, 0] + R[0, 0] * x + R[0, 1] * y + R[0, 2] * z,
+            link_p[link, 1] + R[1, 0] * x + R[1, 1] * y + R[1, 2] * z,
+            link_p[link, 2] + R[2, 0] * x + R[2, 1] * y + R[2, 2] * z)
 
 
 @inline
-def _vector_world(d, link, f, o, out):
+def _world_vector(link_R, link, f, o):
     """The vector f[o:o+3] of `link`'s frame in the world (-1: already in the world)."""
+    x, y, z = f[o], f[o + 1], f[o + 2]
     if link < 0:
-        for a in range(3):
-            out[a] = f[o + a]
-        return
-    L = d.link_R[link]
+        return x, y, z
+    R = link_R[link]
+    return (R[0, 0] * x + R[0, 1] * y + R[0, 2] * z,
+            R[1, 0] * x + R[1, 1] * y + R[1, 2] * z,
+            R[2, 0] * x + R[2, 1] * y + R[2, 2] * z)
+
+
+@inline
+def _world_rotation(link_R, link, f, o, R):
+    """R = world orientation of the frame whose rotation is f[o:o+9] (row-major) on `link`."""
     for a in range(3):
-        out[a] = L[a, 0] * f[o] + L[a, 1] * f[o + 1] + L[a, 2] * f[o + 2]
+        for c in range(3):
+            if link < 0:
+                R[a, c] = f[o + 3 * a + c]
+            else:
+                L = link_R[link]
+                R[a, c] = L[a, 0] * f[o + c] + L[a, 1] * f[o + 3 + c] + L[a, 2] * f[o + 6 + c]
 
 
 @inline
-def _velocity_at(t, d, link, p, out):
-    if link < 0:
-        out[0], out[1], out[2] = 0.0, 0.0, 0.0
-    else:
-        _point_velocity(t, d, link, p, out)
+def _velocity(link_body, Rw, pw, vel, link, p0, p1, p2):
+    """World velocity of the material point of `link` at the world point p."""
+    b = -1 if link < 0 else link_body[link]
+    if b < 0:
+        return 0.0, 0.0, 0.0
+    R = Rw[b]
+    v0, v1, v2, w0, w1, w2 = vel[b, 0], vel[b, 1], vel[b, 2], vel[b, 3], vel[b, 4], vel[b, 5]
+    W0 = R[0, 0] * w0 + R[0, 1] * w1 + R[0, 2] * w2
+    W1 = R[1, 0] * w0 + R[1, 1] * w1 + R[1, 2] * w2
+    W2 = R[2, 0] * w0 + R[2, 1] * w1 + R[2, 2] * w2
+    r0, r1, r2 = p0 - pw[b, 0], p1 - pw[b, 1], p2 - pw[b, 2]
+    return (R[0, 0] * v0 + R[0, 1] * v1 + R[0, 2] * v2 + W1 * r2 - W2 * r1,
+            R[1, 0] * v0 + R[1, 1] * v1 + R[1, 2] * v2 + W2 * r0 - W0 * r2,
+            R[2, 0] * v0 + R[2, 1] * v1 + R[2, 2] * v2 + W0 * r1 - W1 * r0)
 
 
 @inline
-def _omega(t, d, link, out):
+def _omega(link_body, Rw, vel, link):
     """World angular velocity of `link`."""
-    b = -1 if link < 0 else t.link_body[link]
+    b = -1 if link < 0 else link_body[link]
     if b < 0:
-        out[0], out[1], out[2] = 0.0, 0.0, 0.0
-        return
-    R = d.Rw[b]
-    w0, w1, w2 = d.vel[b, 3], d.vel[b, 4], d.vel[b, 5]
-    for a in range(3):
-        out[a] = R[a, 0] * w0 + R[a, 1] * w1 + R[a, 2] * w2
+        return 0.0, 0.0, 0.0
+    R = Rw[b]
+    w0, w1, w2 = vel[b, 3], vel[b, 4], vel[b, 5]
+    return (R[0, 0] * w0 + R[0, 1] * w1 + R[0, 2] * w2,
+            R[1, 0] * w0 + R[1, 1] * w1 + R[1, 2] * w2,
+            R[2, 0] * w0 + R[2, 1] * w1 + R[2, 2] * w2)
 
 
 @inline
-def _push(t, d, link, p, F, sign):
-    """sign * world force F at world point p on `link` (nothing on the world)."""
-    if link >= 0:
-        _add_body_force(t, d, link, p, F, sign)
+def _push(link_body, Rw, pw, fext, link, p0, p1, p2, F0, F1, F2):
+    """World force F at world point p on `link` (nothing on the world), into fext."""
+    b = -1 if link < 0 else link_body[link]
+    if b < 0:
+        return
+    R = Rw[b]
+    r0, r1, r2 = p0 - pw[b, 0], p1 - pw[b, 1], p2 - pw[b, 2]
+    n0 = r1 * F2 - r2 * F1
+    n1 = r2 * F0 - r0 * F2
+    n2 = r0 * F1 - r1 * F0
+    for a in range(3):
+        fext[b, a] += R[0, a] * F0 + R[1, a] * F1 + R[2, a] * F2
+        fext[b, 3 + a] += R[0, a] * n0 + R[1, a] * n1 + R[2, a] * n2
 
 
 @inline
-def _twist(t, d, link, T, sign):
-    """sign * world torque T on `link`."""
-    if link < 0:
-        return
-    b = t.link_body[link]
+def _twist(link_body, Rw, fext, link, T0, T1, T2):
+    """World torque T on `link`, into fext."""
+    b = -1 if link < 0 else link_body[link]
     if b < 0:
         return
-    R = d.Rw[b]
+    R = Rw[b]
     for a in range(3):
-        d.fext[b, 3 + a] += sign * (R[0, a] * T[0] + R[1, a] * T[1] + R[2, a] * T[2])
+        fext[b, 3 + a] += R[0, a] * T0 + R[1, a] * T1 + R[2, a] * T2
 
 
 @inline
@@ -510,19 +525,18 @@ def _wrap(x):
 
 
 @inline
-def _rotation_angle(fe, k, R1, R2, commit):
+def _rotation_angle(state, R1, R2, commit):
     """Angle about frame1's z from frame1's x to frame2's x, continued through turns from the
-    element's last angle (its state, updated when commit)."""
+    element's last angle (its state row, updated when commit)."""
     x0, x1, x2 = R2[0, 0], R2[1, 0], R2[2, 0]
-    # components of frame2's x in frame1: along x1 and along y1
+    # frame2's x along frame1's x and y
     cx = R1[0, 0] * x0 + R1[1, 0] * x1 + R1[2, 0] * x2
     cy = R1[0, 1] * x0 + R1[1, 1] * x1 + R1[2, 1] * x2
     raw = math.atan2(cy, cx)
-    st = fe.es[k]
-    angle = raw if st[S_INIT] == 0.0 else st[S_ANGLE] + _wrap(raw - st[S_ANGLE])
+    angle = raw if state[S_INIT] == 0.0 else state[S_ANGLE] + _wrap(raw - state[S_ANGLE])
     if commit:
-        st[S_ANGLE] = angle
-        st[S_INIT] = 1.0
+        state[S_ANGLE] = angle
+        state[S_INIT] = 1.0
     return angle
 
 
@@ -564,132 +578,71 @@ def _quintic_step(x, x0, x1):
     return u * u * u * (10.0 + u * (6.0 * u - 15.0))
 
 
-@kernel
-def _spring(t, d, fe, k, f, la, lb):
-    p1, p2, u, v1, v2, F = fe.v3[0], fe.v3[1], fe.v3[2], fe.v3[3], fe.v3[4], fe.v3[5]
-    _point_world(d, la, f, F_FRAME1 + 9, p1)
-    _point_world(d, lb, f, F_FRAME2 + 9, p2)
-    for a in range(3):
-        u[a] = p2[a] - p1[a]
-    length = math.sqrt(u[0] * u[0] + u[1] * u[1] + u[2] * u[2])
-    if length < 1e-12:
-        return      # coincident points: the line of action is undefined
-    for a in range(3):
-        u[a] /= length
-    _velocity_at(t, d, la, p1, v1)
-    _velocity_at(t, d, lb, p2, v2)
-    rate = u[0] * (v2[0] - v1[0]) + u[1] * (v2[1] - v1[1]) + u[2] * (v2[2] - v1[2])
-    ei = fe.el_i[k]
-    deformation = length - f[F_PAR]
-    force = f[F_PAR + 3]
-    if ei[I_B] > 0:
-        force -= _bilinear(fe.maps, ei[I_A], ei[I_B], ei[I_C], deformation, rate)
-    else:
-        if ei[I_FN] >= 0:
-            force -= eval_function(fe.ff, fe.fi, ei[I_FN], deformation, fe.inputs)[0]
-        else:
-            force -= f[F_PAR + 1] * deformation
-        if ei[I_FN2] >= 0:
-            force -= eval_function(fe.ff, fe.fi, ei[I_FN2], rate, fe.inputs)[0]
-        else:
-            force -= f[F_PAR + 2] * rate
-    for a in range(3):
-        F[a] = force * u[a]
-    _push(t, d, lb, p2, F, 1.0)
-    _push(t, d, la, p1, F, -1.0)
-
-
-@kernel
-def _rotary_spring(t, d, fe, k, f, la, lb, commit):
-    R1, R2 = fe.m3[0], fe.m3[1]
-    p, w1, w2, T = fe.v3[0], fe.v3[1], fe.v3[2], fe.v3[3]
-    _frame_world(d, la, f, F_FRAME1, R1, p)
-    _frame_world(d, lb, f, F_FRAME2, R2, p)
-    angle = _rotation_angle(fe, k, R1, R2, commit)
-    _omega(t, d, la, w1)
-    _omega(t, d, lb, w2)
-    rate = R1[0, 2] * (w2[0] - w1[0]) + R1[1, 2] * (w2[1] - w1[1]) + R1[2, 2] * (w2[2] - w1[2])
-    ei = fe.el_i[k]
-    torque = f[F_PAR + 3]
-    if ei[I_FN] >= 0:
-        torque -= eval_function(fe.ff, fe.fi, ei[I_FN], angle - f[F_PAR], fe.inputs)[0]
-    else:
-        torque -= f[F_PAR + 1] * (angle - f[F_PAR])
-    if ei[I_FN2] >= 0:
-        torque -= eval_function(fe.ff, fe.fi, ei[I_FN2], rate, fe.inputs)[0]
-    else:
-        torque -= f[F_PAR + 2] * rate
-    for a in range(3):
-        T[a] = torque * R1[a, 2]
-    _twist(t, d, lb, T, 1.0)
-    _twist(t, d, la, T, -1.0)
-
-
-@kernel
-def _bushing(t, d, fe, f, la, lb):
+@inline
+def _bushing(link_R, link_p, link_body, Rw, pw, vel, fext, f, la, lb, RF, RM):
     """OpenSim's BushingForce: f = -K dq - D dqdot in the deflection basis (body-fixed XYZ
     angles of frame2 (M) in frame1 (F), then M's origin in F), converted to spatial forces
-    (TwoFrameLinker::convertInternalForceToForcesOnFrames)."""
-    RF, RM, RFM = fe.m3[0], fe.m3[1], fe.m3[2]
-    pF, pM, pFM, vF, vM, w1, w2 = fe.v3[0], fe.v3[1], fe.v3[2], fe.v3[3], fe.v3[4], fe.v3[5], fe.v3[6]
-    m2, fM, tmp = fe.v3[7], fe.v3[8], fe.v3[9]
-    _frame_world(d, la, f, F_FRAME1, RF, pF)
-    _frame_world(d, lb, f, F_FRAME2, RM, pM)
-    for a in range(3):
-        pFM[a] = pM[a] - pF[a]
-        for c in range(3):
-            RFM[a, c] = RF[0, a] * RM[0, c] + RF[1, a] * RM[1, c] + RF[2, a] * RM[2, c]
+    (TwoFrameLinker::convertInternalForceToForcesOnFrames). RF, RM: 3x3 scratch."""
+    _world_rotation(link_R, la, f, F_FRAME1, RF)
+    _world_rotation(link_R, lb, f, F_FRAME2, RM)
+    pF0, pF1, pF2 = _world_point(link_R, link_p, la, f, F_FRAME1 + 9)
+    pM0, pM1, pM2 = _world_point(link_R, link_p, lb, f, F_FRAME2 + 9)
+    d0, d1, d2 = pM0 - pF0, pM1 - pF1, pM2 - pF2           # p_FM in the world
+    # R_FM = RF^T RM: the three entries the XYZ angles need
+    r00 = RF[0, 0] * RM[0, 0] + RF[1, 0] * RM[1, 0] + RF[2, 0] * RM[2, 0]
+    r01 = RF[0, 0] * RM[0, 1] + RF[1, 0] * RM[1, 1] + RF[2, 0] * RM[2, 1]
+    r02 = RF[0, 0] * RM[0, 2] + RF[1, 0] * RM[1, 2] + RF[2, 0] * RM[2, 2]
+    r12 = RF[0, 1] * RM[0, 2] + RF[1, 1] * RM[1, 2] + RF[2, 1] * RM[2, 2]
+    r22 = RF[0, 2] * RM[0, 2] + RF[1, 2] * RM[1, 2] + RF[2, 2] * RM[2, 2]
     # body-fixed XYZ angles of R_FM = Rx(q0) Ry(q1) Rz(q2)
-    q1 = math.atan2(RFM[0, 2], math.sqrt(RFM[0, 0] * RFM[0, 0] + RFM[0, 1] * RFM[0, 1]))
-    q0 = math.atan2(-RFM[1, 2], RFM[2, 2])
-    q2 = math.atan2(-RFM[0, 1], RFM[0, 0])
-    # velocities: of M in F, the derivative taken in F
-    _velocity_at(t, d, la, pF, vF)
-    _velocity_at(t, d, lb, pM, vM)
-    _omega(t, d, la, w1)
-    _omega(t, d, lb, w2)
-    for a in range(3):
-        tmp[a] = vM[a] - vF[a]
-    tmp[0] -= w1[1] * pFM[2] - w1[2] * pFM[1]
-    tmp[1] -= w1[2] * pFM[0] - w1[0] * pFM[2]
-    tmp[2] -= w1[0] * pFM[1] - w1[1] * pFM[0]
-    dw0, dw1, dw2 = w2[0] - w1[0], w2[1] - w1[1], w2[2] - w1[2]
-    # w_FM in M = R_GM^T (w2 - w1); translation rate = R_GF^T (relative velocity in F)
+    q1 = math.atan2(r02, math.sqrt(r00 * r00 + r01 * r01))
+    q0 = math.atan2(-r12, r22)
+    q2 = math.atan2(-r01, r00)
+    # velocities: M relative to F, the derivative taken in F
+    vF0, vF1, vF2 = _velocity(link_body, Rw, pw, vel, la, pF0, pF1, pF2)
+    vM0, vM1, vM2 = _velocity(link_body, Rw, pw, vel, lb, pM0, pM1, pM2)
+    w10, w11, w12 = _omega(link_body, Rw, vel, la)
+    w20, w21, w22 = _omega(link_body, Rw, vel, lb)
+    t0 = vM0 - vF0 - (w11 * d2 - w12 * d1)
+    t1 = vM1 - vF1 - (w12 * d0 - w10 * d2)
+    t2 = vM2 - vF2 - (w10 * d1 - w11 * d0)
+    dw0, dw1, dw2 = w20 - w10, w21 - w11, w22 - w12
+    # w_FM in M = RM^T (w2 - w1)
     wm0 = RM[0, 0] * dw0 + RM[1, 0] * dw1 + RM[2, 0] * dw2
     wm1 = RM[0, 1] * dw0 + RM[1, 1] * dw1 + RM[2, 1] * dw2
     wm2 = RM[0, 2] * dw0 + RM[1, 2] * dw1 + RM[2, 2] * dw2
     s1, c1 = math.sin(q1), math.cos(q1)
     s2, c2 = math.sin(q2), math.cos(q2)
-    # N (Simbody calcNForBodyXYZInBodyFrame): qdot = N w_M
+    # N (Simbody's calcNForBodyXYZInBodyFrame): qdot = N w_M
     n00, n01 = c2 / c1, -s2 / c1
     n10, n11 = s2, c2
     n20, n21 = -s1 * c2 / c1, s1 * s2 / c1
     qd0 = n00 * wm0 + n01 * wm1
     qd1 = n10 * wm0 + n11 * wm1
     qd2 = n20 * wm0 + n21 * wm1 + wm2
-    K, D = f[F_PAR:F_PAR + 6], f[F_PAR + 6:F_PAR + 12]
-    fr0 = -K[0] * q0 - D[0] * qd0
-    fr1 = -K[1] * q1 - D[1] * qd1
-    fr2 = -K[2] * q2 - D[2] * qd2
-    ft = fe.v3[10]
-    for a in range(3):
-        ft[a] = -K[3 + a] * (RF[0, a] * pFM[0] + RF[1, a] * pFM[1] + RF[2, a] * pFM[2]) \
-            - D[3 + a] * (RF[0, a] * tmp[0] + RF[1, a] * tmp[1] + RF[2, a] * tmp[2])
+    K, D = F_PAR, F_PAR + 6
+    fr0 = -f[K] * q0 - f[D] * qd0
+    fr1 = -f[K + 1] * q1 - f[D + 1] * qd1
+    fr2 = -f[K + 2] * q2 - f[D + 2] * qd2
+    # translation: p_FM and its rate in F, the force in F, then in the world
+    ft0 = -f[K + 3] * (RF[0, 0] * d0 + RF[1, 0] * d1 + RF[2, 0] * d2) - f[D + 3] * (RF[0, 0] * t0 + RF[1, 0] * t1 + RF[2, 0] * t2)
+    ft1 = -f[K + 4] * (RF[0, 1] * d0 + RF[1, 1] * d1 + RF[2, 1] * d2) - f[D + 4] * (RF[0, 1] * t0 + RF[1, 1] * t1 + RF[2, 1] * t2)
+    ft2 = -f[K + 5] * (RF[0, 2] * d0 + RF[1, 2] * d1 + RF[2, 2] * d2) - f[D + 5] * (RF[0, 2] * t0 + RF[1, 2] * t1 + RF[2, 2] * t2)
+    F0 = RF[0, 0] * ft0 + RF[0, 1] * ft1 + RF[0, 2] * ft2
+    F1 = RF[1, 0] * ft0 + RF[1, 1] * ft1 + RF[1, 2] * ft2
+    F2 = RF[2, 0] * ft0 + RF[2, 1] * ft1 + RF[2, 2] * ft2
     # moment on body 2 in M: N^T f_rot; then in the world
     mm0 = n00 * fr0 + n10 * fr1 + n20 * fr2
     mm1 = n01 * fr0 + n11 * fr1 + n21 * fr2
     mm2 = fr2
-    for a in range(3):
-        m2[a] = RM[a, 0] * mm0 + RM[a, 1] * mm1 + RM[a, 2] * mm2
-        fM[a] = RF[a, 0] * ft[0] + RF[a, 1] * ft[1] + RF[a, 2] * ft[2]
-    _push(t, d, lb, pM, fM, 1.0)
-    _twist(t, d, lb, m2, 1.0)
-    _push(t, d, la, pF, fM, -1.0)
-    # frame1 gets -(m2 + p_FM x fM) about its origin
-    tmp[0] = m2[0] + pFM[1] * fM[2] - pFM[2] * fM[1]
-    tmp[1] = m2[1] + pFM[2] * fM[0] - pFM[0] * fM[2]
-    tmp[2] = m2[2] + pFM[0] * fM[1] - pFM[1] * fM[0]
-    _twist(t, d, la, tmp, -1.0)
+    m0 = RM[0, 0] * mm0 + RM[0, 1] * mm1 + RM[0, 2] * mm2
+    m1 = RM[1, 0] * mm0 + RM[1, 1] * mm1 + RM[1, 2] * mm2
+    m2 = RM[2, 0] * mm0 + RM[2, 1] * mm1 + RM[2, 2] * mm2
+    _push(link_body, Rw, pw, fext, lb, pM0, pM1, pM2, F0, F1, F2)
+    _twist(link_body, Rw, fext, lb, m0, m1, m2)
+    # frame1: -F at its origin and -(m2 + p_FM x F)
+    _push(link_body, Rw, pw, fext, la, pF0, pF1, pF2, -F0, -F1, -F2)
+    _twist(link_body, Rw, fext, la, -(m0 + d1 * F2 - d2 * F1), -(m1 + d2 * F0 - d0 * F2), -(m2 + d0 * F1 - d1 * F0))
 
 
 @kernel
@@ -697,17 +650,62 @@ def apply_forces(t, d, fe, q, v, time, tau, commit):
     """Every force element, actuator, load and force motor at (q, v, time): body forces added
     into d.fext, generalized forces into tau. Needs velocity_kinematics and link_poses at
     (q, v). commit: update the elements' states (turn counting): True in the step only."""
+    link_R, link_p, link_body, Rw, pw, vel, fext = d.link_R, d.link_p, t.link_body, d.Rw, d.pw, d.vel, d.fext
+    el_i, el_f, es, maps, ff, fi, inputs, controls = fe.el_i, fe.el_f, fe.es, fe.maps, fe.ff, fe.fi, fe.inputs, fe.controls
+    R1, R2 = fe.m3[0], fe.m3[1]
     enabled = fe.flags[H_ENABLED] != 0
-    for k in range(fe.el_i.shape[0]):
-        ei = fe.el_i[k]
-        f = fe.el_f[k]
+    for k in range(el_i.shape[0]):
+        ei = el_i[k]
+        f = el_f[k]
         kind, la, lb = ei[I_KIND], ei[I_LA], ei[I_LB]
         if kind == SPRING:
-            _spring(t, d, fe, k, f, la, lb)
+            a0, a1, a2 = _world_point(link_R, link_p, la, f, F_FRAME1 + 9)
+            b0, b1, b2 = _world_point(link_R, link_p, lb, f, F_FRAME2 + 9)
+            u0, u1, u2 = b0 - a0, b1 - a1, b2 - a2
+            length = math.sqrt(u0 * u0 + u1 * u1 + u2 * u2)
+            if length < 1e-12:
+                continue      # coincident points: the line of action is undefined
+            u0, u1, u2 = u0 / length, u1 / length, u2 / length
+            va0, va1, va2 = _velocity(link_body, Rw, pw, vel, la, a0, a1, a2)
+            vb0, vb1, vb2 = _velocity(link_body, Rw, pw, vel, lb, b0, b1, b2)
+            rate = u0 * (vb0 - va0) + u1 * (vb1 - va1) + u2 * (vb2 - va2)
+            deformation = length - f[F_PAR]
+            force = f[F_PAR + 3]
+            if ei[I_B] > 0:
+                force -= _bilinear(maps, ei[I_A], ei[I_B], ei[I_C], deformation, rate)
+            else:
+                if ei[I_FN] >= 0:
+                    force -= eval_function(ff, fi, ei[I_FN], deformation, inputs)[0]
+                else:
+                    force -= f[F_PAR + 1] * deformation
+                if ei[I_FN2] >= 0:
+                    force -= eval_function(ff, fi, ei[I_FN2], rate, inputs)[0]
+                else:
+                    force -= f[F_PAR + 2] * rate
+            # positive pushes the points apart
+            _push(link_body, Rw, pw, fext, lb, b0, b1, b2, force * u0, force * u1, force * u2)
+            _push(link_body, Rw, pw, fext, la, a0, a1, a2, -force * u0, -force * u1, -force * u2)
         elif kind == RSDA:
-            _rotary_spring(t, d, fe, k, f, la, lb, commit)
+            _world_rotation(link_R, la, f, F_FRAME1, R1)
+            _world_rotation(link_R, lb, f, F_FRAME2, R2)
+            angle = _rotation_angle(es[k], R1, R2, commit)
+            w10, w11, w12 = _omega(link_body, Rw, vel, la)
+            w20, w21, w22 = _omega(link_body, Rw, vel, lb)
+            z0, z1, z2 = R1[0, 2], R1[1, 2], R1[2, 2]
+            rate = z0 * (w20 - w10) + z1 * (w21 - w11) + z2 * (w22 - w12)
+            torque = f[F_PAR + 3]
+            if ei[I_FN] >= 0:
+                torque -= eval_function(ff, fi, ei[I_FN], angle - f[F_PAR], inputs)[0]
+            else:
+                torque -= f[F_PAR + 1] * (angle - f[F_PAR])
+            if ei[I_FN2] >= 0:
+                torque -= eval_function(ff, fi, ei[I_FN2], rate, inputs)[0]
+            else:
+                torque -= f[F_PAR + 2] * rate
+            _twist(link_body, Rw, fext, lb, torque * z0, torque * z1, torque * z2)
+            _twist(link_body, Rw, fext, la, -torque * z0, -torque * z1, -torque * z2)
         elif kind == BUSHING:
-            _bushing(t, d, fe, f, la, lb)
+            _bushing(link_R, link_p, link_body, Rw, pw, vel, fext, f, la, lb, R1, R2)
         elif kind == LIMIT:
             x, xd = q[ei[I_B]], v[ei[I_A]]
             kup, qup, klo, qlo, damp, trans = f[F_PAR], f[F_PAR + 1], f[F_PAR + 2], f[F_PAR + 3], f[F_PAR + 4], f[F_PAR + 5]
@@ -717,58 +715,37 @@ def apply_forces(t, d, fe, q, v, time, tau, commit):
         elif kind == ACT_COORD or kind == ACT_TORQUE or kind == ACT_POINT:
             if not enabled:
                 continue
-            force = f[F_PAR] * fe.controls[ei[I_A]]
+            force = f[F_PAR] * controls[ei[I_A]]
             if kind == ACT_COORD:
                 tau[ei[I_B]] += force
-                continue
-            vec, p = fe.v3[0], fe.v3[1]
-            if kind == ACT_TORQUE:
-                if ei[I_B]:
-                    _vector_world(d, -1, f, F_FRAME1 + 9, vec)
-                else:
-                    _vector_world(d, la, f, F_FRAME1 + 9, vec)
-                for a in range(3):
-                    vec[a] *= force
-                _twist(t, d, la, vec, 1.0)
-                _twist(t, d, lb, vec, -1.0)
+            elif kind == ACT_TORQUE:
+                x0, x1, x2 = _world_vector(link_R, -1 if ei[I_B] else la, f, F_FRAME1 + 9)
+                _twist(link_body, Rw, fext, la, force * x0, force * x1, force * x2)
+                _twist(link_body, Rw, fext, lb, -force * x0, -force * x1, -force * x2)
             else:
-                if ei[I_B]:
-                    _point_world(d, -1, f, F_FRAME1 + 9, p)
-                else:
-                    _point_world(d, la, f, F_FRAME1 + 9, p)
-                if ei[I_C]:
-                    _vector_world(d, -1, f, F_FRAME2 + 9, vec)
-                else:
-                    _vector_world(d, la, f, F_FRAME2 + 9, vec)
-                for a in range(3):
-                    vec[a] *= force
-                _push(t, d, la, p, vec, 1.0)
+                p0, p1, p2 = _world_point(link_R, link_p, -1 if ei[I_B] else la, f, F_FRAME1 + 9)
+                x0, x1, x2 = _world_vector(link_R, -1 if ei[I_C] else la, f, F_FRAME2 + 9)
+                _push(link_body, Rw, pw, fext, la, p0, p1, p2, force * x0, force * x1, force * x2)
         elif kind == LOAD_FORCE or kind == LOAD_TORQUE:
-            scale = 1.0 if ei[I_FN] < 0 else eval_function(fe.ff, fe.fi, ei[I_FN], time, fe.inputs)[0]
-            vec, p = fe.v3[0], fe.v3[1]
-            _vector_world(d, la if ei[I_A] else -1, f, F_FRAME2 + 9, vec)
-            for a in range(3):
-                vec[a] *= scale
+            scale = 1.0 if ei[I_FN] < 0 else eval_function(ff, fi, ei[I_FN], time, inputs)[0]
+            x0, x1, x2 = _world_vector(link_R, la if ei[I_A] else -1, f, F_FRAME2 + 9)
             if kind == LOAD_TORQUE:
-                _twist(t, d, la, vec, 1.0)
+                _twist(link_body, Rw, fext, la, scale * x0, scale * x1, scale * x2)
             else:
-                _point_world(d, la if ei[I_B] else -1, f, F_FRAME1 + 9, p)
-                _push(t, d, la, p, vec, 1.0)
+                p0, p1, p2 = _world_point(link_R, link_p, la if ei[I_B] else -1, f, F_FRAME1 + 9)
+                _push(link_body, Rw, pw, fext, la, p0, p1, p2, scale * x0, scale * x1, scale * x2)
         elif kind == MOTOR and ei[I_B] == DRIVE_FORCE:
-            value = eval_function(fe.ff, fe.fi, ei[I_FN], time, fe.inputs)[0]
-            R1, R2 = fe.m3[0], fe.m3[1]
-            p1, p2, vec = fe.v3[0], fe.v3[1], fe.v3[2]
-            _frame_world(d, la, f, F_FRAME1, R1, p1)
-            for a in range(3):
-                vec[a] = value * R1[a, 2]
+            value = eval_function(ff, fi, ei[I_FN], time, inputs)[0]
+            _world_rotation(link_R, la, f, F_FRAME1, R1)
+            z0, z1, z2 = value * R1[0, 2], value * R1[1, 2], value * R1[2, 2]
             if ei[I_A] == MOTOR_ROTATION:
-                _twist(t, d, lb, vec, 1.0)
-                _twist(t, d, la, vec, -1.0)
+                _twist(link_body, Rw, fext, lb, z0, z1, z2)
+                _twist(link_body, Rw, fext, la, -z0, -z1, -z2)
             else:
                 # action and reaction at frame2's origin: no moment from the pair
-                _frame_world(d, lb, f, F_FRAME2, R2, p2)
-                _push(t, d, lb, p2, vec, 1.0)
-                _push(t, d, la, p2, vec, -1.0)
+                p0, p1, p2 = _world_point(link_R, link_p, lb, f, F_FRAME2 + 9)
+                _push(link_body, Rw, pw, fext, lb, p0, p1, p2, z0, z1, z2)
+                _push(link_body, Rw, pw, fext, la, p0, p1, p2, -z0, -z1, -z2)
 
 
 @inline
@@ -782,28 +759,30 @@ def drive_rows(t, d, s, fe, q, v, m, time, joint_erp, dt):
     on, at the step's start pose (after link_poses); returns the next free row."""
     gain = joint_erp / dt
     inf = math.inf
+    link_R, link_p = d.link_R, d.link_p
+    R1, R2, p2, z = fe.m3[0], fe.m3[1], fe.v3[0], fe.v3[1]
     for k in range(fe.el_i.shape[0]):
         ei = fe.el_i[k]
         kind = ei[I_KIND]
         if kind == MOTOR and ei[I_B] != DRIVE_FORCE:
             f = fe.el_f[k]
             la, lb = ei[I_LA], ei[I_LB]
-            R1, R2 = fe.m3[0], fe.m3[1]
-            p1, p2, z = fe.v3[0], fe.v3[1], fe.v3[2]
-            _frame_world(d, la, f, F_FRAME1, R1, p1)
-            _frame_world(d, lb, f, F_FRAME2, R2, p2)
+            _world_rotation(link_R, la, f, F_FRAME1, R1)
+            _world_rotation(link_R, lb, f, F_FRAME2, R2)
+            a0, a1, a2 = _world_point(link_R, link_p, la, f, F_FRAME1 + 9)
+            p2[0], p2[1], p2[2] = _world_point(link_R, link_p, lb, f, F_FRAME2 + 9)
             for a in range(3):
                 z[a] = R1[a, 2]
             J = s.J[m]
             J[:] = 0.0
             if ei[I_A] == MOTOR_ROTATION:
                 # rate about z1: z1 . (w2 - w1)
-                x = _rotation_angle(fe, k, R1, R2, True)
+                x = _rotation_angle(fe.es[k], R1, R2, True)
                 _accumulate_angular(t, d, _body_of(t, lb), z, 1.0, J)
                 _accumulate_angular(t, d, _body_of(t, la), z, -1.0, J)
             else:
                 # z1 . (p2 - p1), z1 fixed on link1: its rate is z1 . (v2(p2) - v1(p2))
-                x = z[0] * (p2[0] - p1[0]) + z[1] * (p2[1] - p1[1]) + z[2] * (p2[2] - p1[2])
+                x = z[0] * (p2[0] - a0) + z[1] * (p2[1] - a1) + z[2] * (p2[2] - a2)
                 _accumulate_linear(t, d, _body_of(t, lb), p2, z, 1.0, J)
                 _accumulate_linear(t, d, _body_of(t, la), p2, z, -1.0, J)
             st = fe.es[k]
@@ -848,8 +827,8 @@ def stop_rows(t, d, s, fe, v, m, joint_erp, dt):
             continue
         la, lb = ei[I_LA], ei[I_LB]
         p1, p2, u = fe.v3[0], fe.v3[1], fe.v3[2]
-        _point_world(d, la, f, F_FRAME1 + 9, p1)
-        _point_world(d, lb, f, F_FRAME2 + 9, p2)
+        p1[0], p1[1], p1[2] = _world_point(d.link_R, d.link_p, la, f, F_FRAME1 + 9)
+        p2[0], p2[1], p2[2] = _world_point(d.link_R, d.link_p, lb, f, F_FRAME2 + 9)
         for a in range(3):
             u[a] = p2[a] - p1[a]
         length = math.sqrt(u[0] * u[0] + u[1] * u[1] + u[2] * u[2])

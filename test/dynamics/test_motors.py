@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import mbsim_ros as mb
-from mbsim_ros.model import CoordinateCoupler, Function, Joint, Link, Model, ModelError, Motor
+from mbsim_ros.model import CoordinateCoupler, Function, Joint, Link, Model, ModelError, Motor, Sensor
 
 G = 9.81
 
@@ -272,3 +272,23 @@ def test_bad_motors_and_couplers_are_model_errors_naming_them(edit, message):
     edit(model)
     with pytest.raises(ModelError, match=message):
         mb.Simulation(model)
+
+
+def test_a_force_sensor_across_a_motor_is_refused_by_name():
+    m = Model("arm", gravity=(0.0, -G, 0.0))
+    m.add_link(Link("upper", 1.0, [0.2, 0, 0], np.eye(3) * 0.01))
+    m.add_link(Link("lower", 1.0, [0.2, 0, 0], np.eye(3) * 0.01))
+    m.add_joint(Joint("shoulder", "revolute", None, "upper"))
+    m.add_joint(Joint("elbow", "revolute", "upper", "lower", origin=pose(p=(0.4, 0, 0))))
+    m.sensors.append(Sensor("ft", "force", "lower"))
+    # the motor drives the lower link from the world: its constraint force enters the sensed
+    # subtree from outside, which the sensor's inverse dynamics cannot see
+    m.motors.append(Motor("drive", "rotation", None, pose(p=(0.4, 0, 0)), "lower", np.eye(4), "position",
+                          Function.linear(1.0)))
+    with pytest.raises(mb.SensorConfigError, match="position motor 'drive' joins its subtree"):
+        mb.Simulation(m.finalize())
+    m.motors[0].link2 = "upper"     # driving the parent only: outside the sensed subtree, fine
+    m.motors[0].frame1 = np.eye(4)
+    sim = mb.Simulation(m.finalize())
+    sim.step(5)
+    assert "ft" in sim.readings()
