@@ -8,7 +8,7 @@ from ..model import Model, SimulationError
 from . import kernels
 from .api import transforms_dict
 from .collision import compile_geoms
-from .compiled import compile_models
+from .compiled import check_movable, compile_models, massless_joints
 from .constraints import (CONTACT_LCP, OPTIONS_DEFAULTS, STAT_DROPPED, STAT_FAILURES, STAT_FALLBACKS,
                           STAT_NCON, STAT_ROWS, STAT_STATUS, ConstraintSet, options_array)
 from .forces import H_ENABLED, ForceSet
@@ -51,10 +51,17 @@ class Simulation:
     above it); contact_margin 0 m; contact_stiffness 1e5 N/m and contact_damping 1e3 N s/m
     (penalty contact per point); friction_velocity 1e-3 (regularized Coulomb friction, joints
     and penalty contact); pgs_iterations 30, pgs_tolerance 1e-6 (the LCP's fallback).
+
+    A joint that moves only links with no mass or inertia (and has no rotor inertia) has no
+    acceleration under forces: such a world is a ModelError naming the joints, unless
+    massless_armature > 0 (kg m^2 or kg, as MuJoCo's armature) opts in to give exactly those
+    DOFs that armature (a note in `notes`).
+
+    `notes`: what the construction changed, each also a UserWarning.
     """
 
     def __init__(self, models, dt: float = 0.001, integrator: str = "semi-implicit-euler",
-                 contact=None, max_contacts: int = 64, **solver_options):
+                 contact=None, max_contacts: int = 64, massless_armature: float = 0.0, **solver_options):
         self.models = [models] if isinstance(models, Model) else list(models)
         if not self.models:
             raise ValueError("Simulation needs at least one model")
@@ -71,6 +78,8 @@ class Simulation:
         self.options = dict(OPTIONS_DEFAULTS, contact_method=contact, **solver_options)
         self._step_kernel = INTEGRATORS[integrator]
         self.compiled = compile_models(self.models)
+        self.notes = []
+        self._give_massless_armature(float(massless_armature))
         self._df, self._data = self.compiled.new_data()
         self.geoms = compile_geoms(self.models, self.compiled)
         self._cf, self._ci, self._contacts = self.geoms.new_workspace()
@@ -85,6 +94,23 @@ class Simulation:
         self._af_df, _ = self.compiled.new_data()
         self.reset()
         self.step(0)   # compiles (or loads from the numba cache) now, not at the first real step
+
+    def _note(self, text):
+        self.notes.append(text)
+        warnings.warn(text, UserWarning, stacklevel=4)
+
+    def _give_massless_armature(self, armature):
+        c = self.compiled
+        if not (np.isfinite(armature) and armature >= 0):
+            raise ValueError(f"massless_armature must be a finite number >= 0, got {armature}")
+        if not len(c.massless_v):
+            return
+        if armature == 0.0:
+            check_movable(c, f"Simulation of {', '.join(m.name for m in self.models)}")
+        c.tree.armature[c.massless_v] = armature
+        names = massless_joints(c)
+        self._note(f"joint{'s' if len(names) > 1 else ''} {', '.join(names)} move only massless links: "
+                   f"armature {armature:g} on {'their' if len(names) > 1 else 'its'} DOFs (massless_armature)")
 
     def _check_smooth(self):
         """RK4 has no constraint solver: say what in the world needs one."""

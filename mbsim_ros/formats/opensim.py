@@ -20,7 +20,8 @@ massless link "ground" welded to the world that carries the ground's geometry, c
 half-spaces and the ground end of loop constraints. Model.dof_names are the OpenSim coordinate
 names; a name used by two joints becomes "<joint>/<coordinate>" for both. As in OpenSim, a
 second joint of the same name is renamed <name>_0, <name>_1, ... and a coordinate the file
-leaves out is called _coord_<k>. Markers become Model.frames.
+leaves out is called _coord_<k>; a joint without a name is named after its class in lower
+case (pinjoint, weldjoint), as OpenSim 4.6 does. Markers become Model.frames.
 
 Joints (OpenSim -> Model; each keeps OpenSim's coordinate values as its q):
     WeldJoint      -> fixed
@@ -811,10 +812,11 @@ class _Builder:
     def joint_info(self, el, parent, X_PF, child, X_BM):
         r = self.r
         name = el.get("name")
-        if not name:
-            raise r.error(el, "a joint without a name=\"...\"")
         if el.tag not in _JOINT_TYPES:
             raise r.error(el, f"unsupported joint type {el.tag!r}; expected one of {', '.join(_JOINT_TYPES)}")
+        if not name:      # OpenSim 4.6 names it after its class in lower case
+            name = el.tag.lower()
+            r.warn(el, f"a {el.tag} without a name=\"...\"; named {name!r} as OpenSim does")
         if r.flag(el, "reverse", False):
             raise r.error(el, "<reverse>true</reverse>: reversed joints are not supported")
         info = _JointInfo(el, name, el.tag, parent, X_PF, child, X_BM)

@@ -200,8 +200,10 @@ BAD_MODELS = [
      2, "expected a non-zero rotation axis"),
     ("zero_transform_axis", f'Humanoid {{ humanoidBody [\nDEF R Joint {{ jointType "fixed" children [ {SEG}\n'
      'Transform { rotation 0 0 0 0.5 } ] } ] }', 3, "expected a non-zero rotation axis"),
-    ("joint_without_segment", 'Humanoid { humanoidBody [\nDEF R Joint { jointType "fixed" } ] }',
-     2, "has no Segment; expected at least one Segment"),
+    ("asymmetric_inertia", f'Humanoid {{ humanoidBody [\nDEF R Joint {{ jointType "fixed" children [\n'
+     'Segment { momentsOfInertia [1 0.01 0 0 1 0 0 0 1] } ] } ] }', 3, "inertia is not symmetric"),
+    ("nonfinite_inertia", f'Humanoid {{ humanoidBody [\nDEF R Joint {{ jointType "fixed" children [\n'
+     'Segment { momentsOfInertia [1 0 0 0 1e999 0 0 0 1] } ] } ] }', 3, "not finite"),
     ("wrong_field_type", f'Humanoid {{ humanoidBody [\nDEF R Joint {{ jointType "fixed" children [\nSegment {{ mass "heavy" }} ] }} ] }}',
      3, "expected SFFloat"),
     ("unknown_joint_type", f'Humanoid {{ humanoidBody [\nDEF R Joint {{ jointType "hinge" children [ {SEG} ] }} ] }}',
