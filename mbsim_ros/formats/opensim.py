@@ -97,7 +97,7 @@ from lxml import etree
 from ..model import (Actuator, Bushing, CoordinateCoupler, CoordinateLimitForce, Frame, Function,
                      Joint, Link, LoopConstraint, Model, ModelError, Shape, SpringDamper,
                      TransformAxis)
-from ..model.transforms import make_transform
+from ..model.transforms import axis_angle_to_matrix, make_transform
 from .meshes import MeshError, load_mesh
 
 DEG = math.pi / 180.0
@@ -339,6 +339,7 @@ class _Reader:
         self.frame_cache = {}       # path -> (body or None, 4x4)
         self.mesh_cache = {}
         self.missing_meshes = []
+        self.auto_named = set()     # joints the file leaves unnamed, named by index() as OpenSim does
 
     # -- messages ------------------------------------------------------------------------
     def where(self, el):
@@ -422,6 +423,13 @@ class _Reader:
                 name = c.get("name")
                 if name is None:
                     name = _SET_NAMES.get(tag)
+                if name is None and tag in _JOINT_TYPES:
+                    # OpenSim 4.6 names a joint after its class in lower case, a second one _0, _1, ...
+                    name, k = tag.lower(), 0
+                    while f"{path}/{name}" in by_path:
+                        name, k = f"{tag.lower()}_{k}", k + 1
+                    c.set("name", name)
+                    self.auto_named.add(c)
                 if name is not None:
                     p = f"{path}/{name}"
                     path_of[c] = p
@@ -605,12 +613,19 @@ class _Coord:
 
 class _JointInfo:
     """A joint as read: OpenSim type, ends, frames, coordinates, and a CustomJoint's axes."""
-    __slots__ = ("el", "name", "type", "parent", "X_PF", "child", "X_BM", "coords", "axes")
+    __slots__ = ("el", "name", "type", "parent", "X_PF", "child", "X_BM", "coords", "axes", "reversed")
 
     def __init__(self, el, name, type_, parent, X_PF, child, X_BM):
         self.el, self.name, self.type = el, name, type_
         self.parent, self.X_PF, self.child, self.X_BM = parent, X_PF, child, X_BM
         self.coords, self.axes = [], None
+        self.reversed = False     # the tree runs from its child to its parent (see orient_joints)
+
+    def reverse(self):
+        """Swap its ends: parent and child (with their frames) become the tree's."""
+        self.parent, self.child = self.child, self.parent
+        self.X_PF, self.X_BM = self.X_BM, self.X_PF
+        self.reversed = not self.reversed
 
 
 _COORDINATE_MOTIONS = {
@@ -760,7 +775,17 @@ class _Builder:
                                as_converted(r.numbers(el, "orientation_in_parent", 3, [0, 0, 0])))
             X_BM = _pose(as_converted(r.numbers(el, "location", 3, [0, 0, 0])),
                          as_converted(r.numbers(el, "orientation", 3, [0, 0, 0])))
-            out.append(self.joint_info(el, parent, X_PF, body_name, X_BM))
+            if r.flag(el, "reverse", False):
+                # OpenSim 4 converts a 3.x reversed joint so: its parent frame is the one in the
+                # body that holds it (location, orientation), its child frame the other one; the
+                # tree then runs through it backwards (orient_joints)
+                info = self.joint_info(el, body_name, X_BM, parent, X_PF)
+                r.report("joint", info.name, "<reverse>true</reverse>: its frames on "
+                                             f"{info.parent or 'ground'} (parent) and {info.child or 'ground'} (child), "
+                                             "as OpenSim 4 converts it")
+            else:
+                info = self.joint_info(el, parent, X_PF, body_name, X_BM)
+            out.append(info)
         return out
 
     def body_element(self, where, name):
@@ -779,9 +804,9 @@ class _Builder:
         for el in _elements(objects) if objects is not None else []:
             parent, X_PF = self.joint_end(el, "parent")
             child, X_BM = self.joint_end(el, "child")
-            if child is None:
-                raise r.error(el, "its child frame is on the ground; expected the ground on the parent side "
-                                  "(reversed joints are not supported)")
+            if r.flag(el, "reverse", False):
+                r.warn(el, "<reverse>true</reverse> is not a property of a 4.x joint: ignored, as OpenSim 4.6 "
+                           "ignores it (its frames say which body is the parent)")
             out.append(self.joint_info(el, parent, X_PF, child, X_BM))
         return out
 
@@ -812,13 +837,12 @@ class _Builder:
     def joint_info(self, el, parent, X_PF, child, X_BM):
         r = self.r
         name = el.get("name")
+        if not name:
+            raise r.error(el, "a joint without a name=\"...\"")
         if el.tag not in _JOINT_TYPES:
             raise r.error(el, f"unsupported joint type {el.tag!r}; expected one of {', '.join(_JOINT_TYPES)}")
-        if not name:      # OpenSim 4.6 names it after its class in lower case
-            name = el.tag.lower()
-            r.warn(el, f"a {el.tag} without a name=\"...\"; named {name!r} as OpenSim does")
-        if r.flag(el, "reverse", False):
-            raise r.error(el, "<reverse>true</reverse>: reversed joints are not supported")
+        if el in r.auto_named:
+            r.warn(el, f"a {el.tag} without a name=\"...\": named {name!r} as OpenSim 4.6 does")
         info = _JointInfo(el, name, el.tag, parent, X_PF, child, X_BM)
         listed = self.coordinate_elements(el)
         if el.tag == "CustomJoint":
@@ -976,6 +1000,7 @@ class _Builder:
     def check_tree(self, joints):
         """One parent joint per body, no cycles; bodies without a joint get OpenSim's FreeJoint."""
         r = self.r
+        self.orient_joints(joints)
         names, parent_of = {}, {}
         for j in joints:
             if j.name in names:      # OpenSim renames the later ones <name>_0, <name>_1, ...
@@ -1013,6 +1038,68 @@ class _Builder:
                 names[joint_name] = info
         return joints
 
+    def orient_joints(self, joints):
+        """Run the tree out from the ground: a joint reached from its child's side first (its
+        child frame nearer the ground, or a 3.x reversed joint) is traversed backwards, as
+        Simbody's graph maker reverses a mobilizer; its coordinates keep their sense."""
+        reached, pending = {None}, list(joints)
+        while pending:
+            left = []
+            for j in pending:
+                if j.parent in reached:
+                    reached.add(j.child)
+                elif j.child in reached:
+                    j.reverse()
+                    reached.add(j.child)
+                    self.r.report("joint", j.name, f"traversed from {j.parent or 'ground'} to {j.child or 'ground'} "
+                                                   "(its child frame is nearer the ground), as OpenSim does")
+                else:
+                    left.append(j)
+            if len(left) == len(pending):
+                break           # not connected to the ground: check_tree says what is wrong
+            pending = left
+
+    def reversed_motion(self, info):
+        """(type, Joint kwargs, what) of a joint traversed backwards: J'(q) = inv(X_FM(q)). With
+        X_FM = [R(q), p(q)], inv = [R^T, -R^T p]: a custom joint (rotations in reverse order with
+        negated functions) when p is constant (folded into child_pose) or R is (translations
+        along -R^T t_k); a joint moving both (FreeJoint, PlanarJoint, such a CustomJoint) is refused."""
+        r, t = self.r, info.type
+        lin = Function.linear(1.0, 0.0)
+        if t == "PinJoint":
+            return "revolute", dict(axis=[0, 0, -1]), "PinJoint, reversed -> revolute about -z"
+        if t == "SliderJoint":
+            return "prismatic", dict(axis=[-1, 0, 0]), "SliderJoint, reversed -> prismatic along -x"
+        if t in ("UniversalJoint", "GimbalJoint", "BallJoint"):
+            n = 2 if t == "UniversalJoint" else 3
+            rot = [(_UNIT[k], k, lin) for k in range(n)]
+            trans = []
+        elif t == "CustomJoint":
+            rot, trans = info.axes[:3], info.axes[3:]
+        else:
+            raise r.error(info.el, f"a {t} traversed backwards (its child frame is nearer the ground, or "
+                                   "<reverse>true</reverse>): its inverse moves rotation and translation together, "
+                                   "which no joint here expresses; expected the parent frame nearer the ground")
+        moving_rot = any(k >= 0 for _, k, _ in rot)
+        moving_trans = any(k >= 0 for _, k, _ in trans)
+        if moving_rot and moving_trans:
+            raise r.error(info.el, f"a CustomJoint traversed backwards (its child frame is nearer the ground, or "
+                                   "<reverse>true</reverse>) that both rotates and translates: its inverse is not a "
+                                   "CustomJoint; expected the parent frame nearer the ground")
+        R_c = np.eye(3)
+        for axis, k, f in rot:
+            R_c = R_c @ axis_angle_to_matrix(axis, float(f(0.0)))
+        axes = [TransformAxis(axis, k, scaled(f, -1.0)) for axis, k, f in reversed(rot)]
+        axes += [TransformAxis(_UNIT[k], -1, Function.constant(0.0)) for k in range(len(rot), 3)]
+        child_pose = info.X_BM
+        if moving_rot:
+            p_c = sum((float(f(0.0)) * axis for axis, _, f in trans), np.zeros(3))
+            child_pose = info.X_BM @ make_transform(np.eye(3), p_c)
+            axes += [TransformAxis(_UNIT[k], -1, Function.constant(0.0)) for k in range(3)]
+        else:
+            axes += [TransformAxis(-R_c.T @ axis, k, f) for axis, k, f in trans]
+        return "custom", dict(transform_axes=axes, child_pose=child_pose), f"{t}, reversed -> custom (inverse motion)"
+
     def name_coordinates(self, joints):
         """Model dof names: the coordinate names, "<joint>/<coordinate>" for a name used twice."""
         count = {}
@@ -1046,7 +1133,12 @@ class _Builder:
         u0 = np.array([c.speed for c in coords])
         order = list(range(len(coords)))
         what = ""
-        if t == "WeldJoint":
+        if info.reversed and t != "WeldJoint":
+            joint_type, extra, what = self.reversed_motion(info)
+            kw.update(child_pose=extra.pop("child_pose", info.X_BM))
+            if t == "BallJoint":
+                u0 = xyz_rates(q0, u0)
+        elif t == "WeldJoint":
             joint = Joint(info.name, "fixed", info.parent, info.child, **kw)
             what = "WeldJoint -> fixed"
         elif t == "PinJoint":

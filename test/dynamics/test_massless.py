@@ -87,3 +87,24 @@ def test_massless_armature_opt_in_moves_the_fingers_by_tau_over_armature(both):
     assert sim.compiled.tree.armature.tolist() == [0.0, 0.0, armature, armature]
     with pytest.raises(ValueError, match="massless_armature must be a finite number >= 0"):
         mb.Simulation(model, contact="none", massless_armature=-1.0)
+
+
+def test_bush_joint_chain_of_massless_links_matches_pinocchio():
+    """OpenHRP's bush-joint chain (three Joints without a Segment, then a massive foot): ABA,
+    CRBA and RNEA through the massless links equal Pinocchio's for the same tree."""
+    from pin_reference import to_pinocchio
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = mb.load_model(GRIPPER.parents[1] / "openhrp" / "bush_chain.wrl")
+    pm = to_pinocchio(model)
+    pd = pm.createData()
+    rng = np.random.default_rng(3)
+    for _ in range(10):
+        q, v, tau = rng.uniform(-1, 1, model.nq), rng.normal(size=model.nv), rng.normal(size=model.nv)
+        M = pin.crba(pm, pd, q)
+        M = np.triu(M) + np.triu(M, 1).T
+        np.testing.assert_allclose(mb.mass_matrix(model, q), M, rtol=0, atol=TOL * np.abs(M).max())
+        ref = pin.aba(pm, pd, q, v, tau)
+        np.testing.assert_allclose(mb.forward_dynamics(model, q, v, tau), ref, rtol=0, atol=1e-10 * max(1, np.abs(ref).max()))
+        ref = pin.rnea(pm, pd, q, v, tau)
+        np.testing.assert_allclose(mb.inverse_dynamics(model, q, v, tau), ref, rtol=0, atol=TOL * max(1, np.abs(ref).max()))
