@@ -8,12 +8,14 @@ from ..model import Model, SimulationError
 from . import kernels
 from .api import transforms_dict
 from .collision import compile_geoms
+from .assembly import ASSEMBLY_TOL, assemble
 from .compiled import check_movable, compile_models, massless_joints
 from .constraints import (CONTACT_LCP, OPTIONS_DEFAULTS, STAT_DROPPED, STAT_FAILURES, STAT_FALLBACKS,
                           STAT_NCON, STAT_ROWS, STAT_STATUS, ConstraintSet, options_array)
 from .forces import H_ENABLED, ForceSet
 from .step import applied_forces_kernel, step_rk4, step_semi_implicit_euler
 
+ASSEMBLY_NOTE = 1e-6      # a coordinate the initial assembly moves further than this is named in a note
 INTEGRATORS = {"semi-implicit-euler": step_semi_implicit_euler, "rk4": step_rk4}
 
 
@@ -57,6 +59,10 @@ class Simulation:
     massless_armature > 0 (kg m^2 or kg, as MuJoCo's armature) opts in to give exactly those
     DOFs that armature (a note in `notes`).
 
+    The initial q is assembled: moved least onto the loop closures (loops, OpenSim constraints,
+    Chrono loop joints) to assembly.ASSEMBLY_TOL, locked DOFs held, as OpenSim's initSystem and
+    Chrono do; a note names each coordinate moved by more than 1e-6.
+
     `notes`: what the construction changed, each also a UserWarning.
     """
 
@@ -87,6 +93,7 @@ class Simulation:
         self.constraints = ConstraintSet(self.compiled, self.geoms, int(max_contacts), self.forces)
         if integrator == "rk4":
             self._check_smooth()
+        self._assemble()
         self._q = np.zeros(self.compiled.nq)
         self._v = np.zeros(self.compiled.nv)
         self._tau = np.zeros(self.compiled.nv)
@@ -94,6 +101,19 @@ class Simulation:
         self._af_df, _ = self.compiled.new_data()
         self.reset()
         self.step(0)   # compiles (or loads from the numba cache) now, not at the first real step
+
+    def _assemble(self):
+        """The initial q moved least onto the loop closures (assembly.py), as OpenSim and Chrono
+        assemble before they run; a note names the coordinates moved by more than 1e-6."""
+        q0 = np.concatenate([m.initial_q() for m in self.models])
+        self._initial_q, moved, residual = assemble(self.compiled, self.constraints, q0)
+        if residual > ASSEMBLY_TOL:
+            self._note(f"initial assembly: the loop closures could not all be met (largest residual "
+                       f"{residual:.3g} m or rad); the simulation starts there and pulls them closed")
+        names = [n for m in self.models for n in m.dof_names]
+        big = [f"{names[i]} by {moved[i]:+.3g}" for i in np.nonzero(np.abs(moved) > ASSEMBLY_NOTE)[0]]
+        if big:
+            self._note(f"initial assembly onto the loop closures (to {ASSEMBLY_TOL:g}) moved " + ", ".join(big))
 
     def _note(self, text):
         self.notes.append(text)
@@ -178,9 +198,9 @@ class Simulation:
         return self.compiled.nv
 
     def reset(self):
-        """Back to t = 0, the models' initial q and v, zero applied forces, no contacts, the
+        """Back to t = 0, the models' initial q (assembled onto the loop closures) and v, zero applied forces, no contacts, the
         actuators' initial controls (actuators on), inputs 0, force element states cleared."""
-        self._q[:] = np.concatenate([m.initial_q() for m in self.models])
+        self._q[:] = self._initial_q
         self._v[:] = np.concatenate([m.initial_v() for m in self.models])
         self._tau[:] = 0.0
         self._steps = 0
