@@ -166,9 +166,12 @@ def compile_models(models) -> Compiled:
                     axes[0] = ax
                     if bt == CUSTOM:
                         axes, ta_index = _custom_axes(joint, functions)
+                    radii = np.zeros(3)
+                    if bt == CUSTOM and joint.ellipsoid_radii is not None:
+                        radii = joint.ellipsoid_radii
                     body = dict(parent=parent_body, jtype=bt, iq=bq, iv=bv, nvb=BODY_NV.get(bt, joint.nv),
                                 axis=axes, hpitch=hp, R0=R0, p0=p0, S0=_subspace(bt, ax, hp),
-                                mass=0.0, h=np.zeros(3), Io=np.zeros((3, 3)), ta_index=ta_index)
+                                mass=0.0, h=np.zeros(3), Io=np.zeros((3, 3)), ta_index=ta_index, radii=radii)
                     bodies.append(body)
                     parent_body = len(bodies) - 1
                     bq += BODY_NQ.get(bt, joint.nq)
@@ -209,7 +212,7 @@ def compile_models(models) -> Compiled:
     tree, _, _ = carve_tree(tf, ti)
     for k, b in enumerate(bodies):
         for key in ("parent", "jtype", "iq", "iv", "nvb", "axis", "hpitch", "R0", "p0", "S0",
-                    "mass", "h", "Io", "ta_index"):
+                    "mass", "h", "Io", "ta_index", "radii"):
             getattr(tree, key)[k] = b[key]
     tree.ff[:], tree.fi[:] = ff, fi
     for key in ("armature", "damping", "stiffness", "rest", "friction"):

@@ -38,7 +38,17 @@ Joints (OpenSim -> Model; each keeps OpenSim's coordinate values as its q):
     CustomJoint    -> custom: the SpatialTransform exactly, coordinates in the order they first
                       appear in it (OpenSim reorders them so too); functions below; an axis
                       without a function is the constant 0, as OpenSim 4 simulates it
-    EllipsoidJoint -> euler "xyz" stand-in without the translation over the ellipsoid (a warning)
+    EllipsoidJoint -> custom: x-y-z body-fixed rotations with Joint.ellipsoid_radii (Simbody's
+                      Ellipsoid mobilizer: the child frame's origin at diag(radii) R z)
+    ScapulothoracicJoint -> as Simbody builds it: the custom ellipsoid joint "<name>" (abduction,
+                      elevation, upward rotation; parent frame turned +90 deg about z, radii
+                      (ry, rx, rz)) to a massless link "<name>_ellipsoid", then the revolute
+                      "<name>_winging" about the winging axis to the child
+A joint whose child frame is nearer the ground than its parent frame (and a 3.x joint with
+<reverse>true</reverse>, whose frames OpenSim 4 swaps) is traversed backwards, as Simbody
+reverses the mobilizer: J'(q) = inv(X_FM(q)), the coordinates keeping their sense (rotation-only
+and translation-only joints; others are refused by name). A 4.x <reverse> is ignored, as OpenSim
+4.6 ignores it.
 Joint.origin is the parent frame in the parent body (X_PF), Joint.child_pose the child frame in
 the child body (X_BM). A body without a joint gets OpenSim's FreeJoint "free_<body>" to ground.
 
@@ -115,7 +125,7 @@ _SET_NAMES = {"BodySet": "bodyset", "JointSet": "jointset", "ForceSet": "forcese
               "ComponentSet": "componentset", "FrameSet": "frameset"}
 _FRAME_TYPES = ("Ground", "Body", "PhysicalOffsetFrame", "OffsetFrame", "StationDefinedFrame")
 _JOINT_TYPES = ("WeldJoint", "PinJoint", "SliderJoint", "UniversalJoint", "GimbalJoint", "BallJoint",
-                "FreeJoint", "PlanarJoint", "CustomJoint", "EllipsoidJoint")
+                "FreeJoint", "PlanarJoint", "CustomJoint", "EllipsoidJoint", "ScapulothoracicJoint")
 _FUNCTION_TYPES = ("Constant", "LinearFunction", "PolynomialFunction", "SimmSpline", "NaturalCubicSpline",
                    "PiecewiseLinearFunction", "GCVSpline", "MultiplierFunction", "Sine", "StepFunction")
 _MUSCLE_WORDS = ("Muscle", "Ligament", "PathSpring", "PathActuator")
@@ -274,6 +284,14 @@ def as_converted(values):
     and bushing locations and orientations and the six inertia scalars back as text with 6
     significant digits, so OpenSim simulates the rounded values; so do we."""
     return np.array([float(f"{v:.6g}") for v in np.asarray(values, float).reshape(-1)])
+
+
+def _ellipsoid_axes():
+    """Transform axes of Simbody's Ellipsoid mobilizer with OpenSim's coordinates: body-fixed
+    x-y-z rotations by the three coordinates, no translation axes (the ellipsoid gives it)."""
+    lin = Function.linear(1.0, 0.0)
+    return ([TransformAxis(_UNIT[k], k, lin) for k in range(3)]
+            + [TransformAxis(_UNIT[k], -1, Function.constant(0.0)) for k in range(3)])
 
 
 def _axis_rotation_to_z(direction):
@@ -632,6 +650,7 @@ _COORDINATE_MOTIONS = {
     "WeldJoint": (), "PinJoint": ("rotational",), "SliderJoint": ("translational",),
     "UniversalJoint": ("rotational",) * 2, "GimbalJoint": ("rotational",) * 3,
     "BallJoint": ("rotational",) * 3, "EllipsoidJoint": ("rotational",) * 3,
+    "ScapulothoracicJoint": ("rotational",) * 4,
     "FreeJoint": ("rotational",) * 3 + ("translational",) * 3,
     "PlanarJoint": ("rotational", "translational", "translational"),
 }
@@ -673,6 +692,7 @@ class _Builder:
         self.joints = {j.name: j for j in joints}
         self.link_of = {}           # body name -> Link
         self.model_joints = {}      # joint name -> Joint
+        self.joint_of_dof = {}      # dof name -> the Model joint that has it
         for body_el in self.bodies.values():
             self.add_link(body_el)
         ground = self.ground = Link(_unique_name("ground", set(self.bodies)))
@@ -1059,6 +1079,41 @@ class _Builder:
                 break           # not connected to the ground: check_tree says what is wrong
             pending = left
 
+    def scapulothoracic(self, info):
+        """OpenSim's ScapulothoracicJoint (Seth et al. 2016) as Simbody builds it: an Ellipsoid
+        mobilizer (abduction, elevation, upward rotation) from the parent frame turned by +90 deg
+        about z, radii (ry, rx, rz), to a massless body in the same turned frame; then a pin
+        (winging) about the axis (-sin d, cos d, 0) through (ox, oy, 0) of that body; then the
+        child. Adds the ellipsoid joint "<name>" and the massless link "<name>_ellipsoid";
+        returns (type, extra, frames, what) of the winging joint "<name>_winging" to the child."""
+        r, model = self.r, self.r.model
+        radii = r.numbers(info.el, "thoracic_ellipsoid_radii_x_y_z", 3)
+        if not np.all(radii > 0):
+            raise r.error(info.el, f"thoracic_ellipsoid_radii_x_y_z {radii.tolist()}; expected three radii > 0")
+        origin = r.numbers(info.el, "scapula_winging_axis_origin", 2, [0.0, 0.0])
+        direction = r.number(info.el, "scapula_winging_axis_direction", 0.0)
+        turn = make_transform(axis_angle_to_matrix([0, 0, 1], math.pi / 2), np.zeros(3))
+        body = _unique_name(f"{info.name}_ellipsoid", set(self.bodies) | {l.name for l in model.links})
+        model.add_link(Link(body))
+        c3 = info.coords[:3]
+        ellipsoid = Joint(info.name, "custom", info.parent, body, origin=info.X_PF @ turn, child_pose=turn,
+                          transform_axes=_ellipsoid_axes(), ellipsoid_radii=radii[[1, 0, 2]],
+                          dof_names=[c.dof for c in c3], q0=[c.default for c in c3],
+                          v0=xyz_rates([c.default for c in c3], [c.speed for c in c3]),
+                          locked=[c.locked for c in c3],
+                          params={"range": np.array([c.range for c in c3]), "clamped": [c.clamped for c in c3],
+                                  "opensim_type": info.type})
+        model.add_joint(ellipsoid)
+        for c in c3:
+            self.joint_of_dof[c.dof] = ellipsoid
+        axis = np.array([-math.sin(direction), math.cos(direction), 0.0])
+        W = make_transform(_axis_rotation_to_z(axis), [origin[0], origin[1], 0.0])
+        r.report("joint", info.name, f"ScapulothoracicJoint -> custom (Ellipsoid, radii {radii[[1, 0, 2]].tolist()} "
+                                     f"in the turned frame): {', '.join(c.dof for c in c3)}; massless link {body!r}")
+        return ("revolute", dict(axis=[0, 0, 1]), dict(origin=W, child_pose=info.X_BM @ W),
+                f"ScapulothoracicJoint winging -> revolute about {np.round(axis, 6).tolist()} through "
+                f"({origin[0]:g}, {origin[1]:g}, 0) of {body!r}")
+
     def reversed_motion(self, info):
         """(type, Joint kwargs, what) of a joint traversed backwards: J'(q) = inv(X_FM(q)). With
         X_FM = [R(q), p(q)], inv = [R^T, -R^T p]: a custom joint (rotations in reverse order with
@@ -1133,6 +1188,7 @@ class _Builder:
         u0 = np.array([c.speed for c in coords])
         order = list(range(len(coords)))
         what = ""
+        name, parent = info.name, info.parent
         if info.reversed and t != "WeldJoint":
             joint_type, extra, what = self.reversed_motion(info)
             kw.update(child_pose=extra.pop("child_pose", info.X_BM))
@@ -1153,16 +1209,21 @@ class _Builder:
         elif t == "GimbalJoint":
             joint_type, extra = "euler", dict(euler_order="xyz")
             what = "GimbalJoint -> euler xyz"
-        elif t in ("BallJoint", "EllipsoidJoint"):
+        elif t == "BallJoint":
             joint_type, extra = "euler", dict(euler_order="xyz")
             u0 = xyz_rates(q0, u0)
             what = (f"{t} -> euler xyz (OpenSim's body-fixed X-Y-Z coordinates; speeds are the angle rates, "
                     "OpenSim's the angular velocity in the parent frame)")
-            if t == "EllipsoidJoint":
-                radii = r.numbers(info.el, "radii_x_y_z", 3, [1, 1, 1])
-                r.warn(info.el, f"EllipsoidJoint: simulated as a ball (euler xyz) stand-in; the child frame does "
-                                f"not slide over the ellipsoid of radii {radii.tolist()}")
-                what = "EllipsoidJoint -> euler xyz STAND-IN (no translation over the ellipsoid)"
+        elif t == "EllipsoidJoint":
+            radii = r.numbers(info.el, "radii_x_y_z", 3, [1, 1, 1])
+            joint_type, extra = "custom", dict(transform_axes=_ellipsoid_axes(), ellipsoid_radii=radii)
+            u0 = xyz_rates(q0, u0)
+            what = ("EllipsoidJoint -> custom: x-y-z body-fixed rotations, the child frame's origin at "
+                    "diag(radii) R z (Simbody's Ellipsoid mobilizer; speeds are the angle rates)")
+        elif t == "ScapulothoracicJoint":
+            joint_type, extra, kw, what = self.scapulothoracic(info)
+            coords, q0, u0, order = coords[3:], q0[3:], u0[3:], [0]
+            name, parent = f"{info.name}_winging", self.r.model.joints[-1].child
         elif t == "PlanarJoint":
             joint_type, extra = "planar", dict(axis=[0, 0, 1])
             order = [1, 2, 0]
@@ -1180,14 +1241,16 @@ class _Builder:
         if t != "WeldJoint":
             cs = [coords[k] for k in order]
             params = {"range": np.array([c.range for c in cs]), "clamped": [c.clamped for c in cs],
-                      "opensim_type": t}
+                      "opensim_type": t, "opensim_joint": info.name}
             try:
-                joint = Joint(info.name, joint_type, info.parent, info.child, dof_names=[c.dof for c in cs],
+                joint = Joint(name, joint_type, parent, info.child, dof_names=[c.dof for c in cs],
                               q0=q0[order], v0=u0[order], locked=[c.locked for c in cs], params=params,
                               **extra, **kw)
             except ModelError as exc:
                 raise r.error(info.el, str(exc)) from None
         self.model_joints[info.name] = joint
+        for dof in joint.dof_names or ():
+            self.joint_of_dof[dof] = joint
         r.report("joint", info.name, what + (": " + ", ".join(c.dof for c in coords) if coords else ""))
         for c in coords:
             notes = []
@@ -1225,7 +1288,7 @@ class _Builder:
         raise r.error(el, f"missing <socket_{name}> (the path of a frame)")
 
     def joint_of_coordinate(self, c):
-        return self.model_joints[c.joint.name]
+        return self.joint_of_dof[c.dof]
 
     # -- constraints ---------------------------------------------------------------------------
     def read_constraints(self):

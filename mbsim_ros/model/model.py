@@ -141,7 +141,9 @@ class Joint:
     `dof_names` (optional, one per DOF) names the DOFs in Model.dof_names; a custom joint
     needs it (its coordinates) and gets nq = nv = len(dof_names), q = v integrated; its motion
     is `transform_axes` (6 TransformAxis: rotations body-fixed in order, then translations in
-    the parent-side frame): J(q) = [R(a1, f1) R(a2, f2) R(a3, f3), f4 t1 + f5 t2 + f6 t3].
+    the parent-side frame): J(q) = [R(a1, f1) R(a2, f2) R(a3, f3), f4 t1 + f5 t2 + f6 t3], plus
+    diag(ellipsoid_radii) R z when given (Simbody's Ellipsoid mobilizer: the child frame's origin
+    on the ellipsoid where R z points).
     `locked` is one bool for the joint or one per DOF.
 
     Per-DOF arrays (lower, upper, velocity_limit, effort_limit, damping, stiffness,
@@ -174,6 +176,7 @@ class Joint:
     child_pose: np.ndarray = field(default_factory=lambda: np.eye(4))
     dof_names: Optional[list] = None
     transform_axes: Optional[list] = None     # custom joints: 6 TransformAxis
+    ellipsoid_radii: Optional[np.ndarray] = None   # custom joints: Simbody's Ellipsoid, p += diag(radii) R z
     # filled by Model.finalize()
     q_index: int = -1
     v_index: int = -1
@@ -187,6 +190,10 @@ class Joint:
             if not self.dof_names or self.transform_axes is None or len(self.transform_axes) != 6:
                 raise ModelError(f"joint {self.name!r}: a custom joint needs dof_names (its coordinates) "
                                  "and six transform_axes (three rotations, three translations)")
+            if self.ellipsoid_radii is not None:
+                self.ellipsoid_radii = np.asarray(self.ellipsoid_radii, dtype=float).reshape(-1)
+                if self.ellipsoid_radii.shape != (3,) or not np.all(np.isfinite(self.ellipsoid_radii)):
+                    raise ModelError(f"joint {self.name!r}: ellipsoid_radii must be three finite numbers")
             for ta in self.transform_axes:
                 if not -1 <= ta.coordinate < len(self.dof_names):
                     raise ModelError(f"joint {self.name!r}: transform axis coordinate {ta.coordinate} is not "

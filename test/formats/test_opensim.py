@@ -297,12 +297,13 @@ def test_reversed_joints_run_the_tree_backwards_with_the_inverse_motion():
     assert any(n == "elbow" and "<reverse>true</reverse>" in w for _, n, w in old.report)
 
 
-def test_ellipsoid_joint_is_a_reported_stand_in():
-    model = _load(MODELS / "standin_ellipsoid.osim")
+def test_ellipsoid_joint_is_simbodys_ellipsoid_mobilizer():
+    """Poses and accelerations against OpenSim 4.6: test_opensim_truth.py on scapulothoracic.osim."""
+    model = _load(MODELS / "prescribed_ellipsoid.osim")
     joint = model.joint("scapula")
-    assert (joint.type, joint.euler_order, joint.dof_names) == ("euler", "xyz", ["sc_x", "sc_y", "sc_z"])
-    assert "STAND-IN" in _report(model, "joint")["scapula"]
-    assert any("EllipsoidJoint: simulated as a ball (euler xyz) stand-in" in w for w in model.warnings)
+    assert (joint.type, joint.dof_names, joint.ellipsoid_radii.tolist()) == ("custom", ["sc_x", "sc_y", "sc_z"],
+                                                                             [0.07, 0.15, 0.07])
+    assert "Simbody's Ellipsoid mobilizer" in _report(model, "joint")["scapula"]
     assert "prescribed motion: not simulated" in _report(model, "coordinate")["sc_z"]
 
 

@@ -161,11 +161,11 @@ def test_a_second_body_of_the_same_name(tmp_path):
 
 
 def test_unsupported_joint_type(tmp_path):
-    path = _model(tmp_path, BODIES + """<JointSet><objects><ScapulothoracicJoint name="st">
+    path = _model(tmp_path, BODIES + """<JointSet><objects><ConstantCurvatureJoint name="cc">
 <socket_parent_frame>/ground</socket_parent_frame><socket_child_frame>/bodyset/a</socket_child_frame>
-</ScapulothoracicJoint></objects></JointSet>""")
-    _fails(path, r"<ScapulothoracicJoint name=\"st\">: unsupported joint type 'ScapulothoracicJoint'; expected one of "
-                 r"WeldJoint, PinJoint")
+</ConstantCurvatureJoint></objects></JointSet>""")
+    _fails(path, r"<ConstantCurvatureJoint name=\"cc\">: unsupported joint type 'ConstantCurvatureJoint'; expected one "
+                 r"of WeldJoint, PinJoint")
 
 
 def test_reverse_in_a_4x_joint_is_ignored_as_opensim_does(tmp_path):
