@@ -108,3 +108,25 @@ def test_bush_joint_chain_of_massless_links_matches_pinocchio():
         np.testing.assert_allclose(mb.forward_dynamics(model, q, v, tau), ref, rtol=0, atol=1e-10 * max(1, np.abs(ref).max()))
         ref = pin.rnea(pm, pd, q, v, tau)
         np.testing.assert_allclose(mb.inverse_dynamics(model, q, v, tau), ref, rtol=0, atol=TOL * max(1, np.abs(ref).max()))
+
+
+def test_kinematics_only_opensim_model(tmp_path):
+    """An OpenSim model with no mass anywhere (kinematics only): poses, Jacobians, M = 0 and
+    tau = 0 are defined; forward dynamics names both joints."""
+    text = (GRIPPER.parents[1] / "opensim" / "unnamed_joints.osim").read_text()
+    import re
+    text = re.sub(r"<mass>[^<]*</mass>", "<mass>0</mass>", text)
+    text = re.sub(r"<inertia>[^<]*</inertia>", "<inertia>0 0 0 0 0 0</inertia>", text)
+    path = tmp_path / "kinematics_only.osim"
+    path.write_text(text)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = mb.load_model(path)
+    q = model.initial_q()
+    assert model.total_mass == 0.0
+    assert set(mb.link_transforms(model, q)) >= {"upper", "lower", "tip"}
+    assert mb.frame_jacobian(model, q, "tip")[3:].any()
+    assert not mb.mass_matrix(model, q).any()
+    assert not mb.inverse_dynamics(model, q, np.ones(model.nv), np.ones(model.nv)).any()
+    with pytest.raises(ModelError, match="joints 'pinjoint', 'pinjoint_0' move only links with no mass"):
+        mb.forward_dynamics(model, q, q, q)
