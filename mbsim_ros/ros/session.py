@@ -2,6 +2,9 @@
 Runner. Shared by `mbsim run` and the rclpy sim_node, so both behave the same."""
 from __future__ import annotations
 
+import threading
+import time
+
 from .bridge import Bridge
 from .runner import AsyncPublisher, Runner
 
@@ -38,6 +41,63 @@ class Session:
             self.bridge.hil.clock.schedule = self.runner.sim_time
         self.runner.on_step = self.bridge.on_step
         self.bridge.start()
+
+    # -- the world's models, between steps ----------------------------------------------------
+    def spawn(self, model, name=None, pose=None) -> str:
+        """Add `model` to the running world as entity `name` (default model.name) at `pose`
+        ((xyz, quaternion xyzw), a 4x4 matrix or None) between steps, and publish it like a model
+        loaded at start: joint_states entries, sensor topics, NS/<name>/robot_description, TF.
+        Returns the entity name. ValueError for a taken name or a model that does not compile
+        (the world is unchanged). Waits for the physics thread (any thread but that one may call
+        it); not running, it happens here and now."""
+        return self.between_steps(lambda: self._spawn(model, name, pose))
+
+    def _spawn(self, model, name, pose):
+        name = self.sim.add_model(model, name, pose)
+        self.bridge.world_changed()
+        return name
+
+    def delete(self, name: str):
+        """Remove entity `name` between steps; its topics are unadvertised, the others' state,
+        topics and frames stay. KeyError for an unknown name, ValueError for the last model."""
+        def remove():
+            self.sim.remove_model(name)
+            self.bridge.world_changed()
+        self.between_steps(remove)
+
+    def set_model_pose(self, name: str, pose):
+        """Move entity `name`'s world frame (Simulation.set_model_pose) between steps; TF follows."""
+        def move():
+            self.sim.set_model_pose(name, pose)
+            self.bridge.world_changed()
+        self.between_steps(move)
+
+    def between_steps(self, fn, timeout=None):
+        """fn() run in the physics thread between steps; returns its result or raises its error.
+        When the runner is not running (or this is the physics thread) fn runs here."""
+        runner = self.runner
+        if threading.get_ident() == runner.physics_thread:
+            return fn()
+        done, box = threading.Event(), {}
+
+        def job():
+            try:
+                box["value"] = fn()
+            except BaseException as e:      # handed to the caller, not to the physics loop
+                box["error"] = e
+            finally:
+                done.set()
+        runner.submit(job)           # runs at once when the runner is not running
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not done.wait(0.05):
+            if not runner.running and runner.cancel(job):   # the loop ended before it took the job
+                job()
+            if deadline is not None and time.monotonic() > deadline:
+                if runner.cancel(job):
+                    raise TimeoutError("the physics thread did not take the request in time")
+        if "error" in box:
+            raise box["error"]
+        return box.get("value")
 
     def run(self, duration=None):
         return self.runner.run(duration)
