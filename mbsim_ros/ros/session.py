@@ -9,14 +9,24 @@ from .bridge import Bridge
 from .runner import AsyncPublisher, Runner
 
 
-def simulation(models, config):
+def simulation(models, config, log=None):
     """The Simulation a configuration asks for (dt and contact as world.load_world filled them
-    in; left open, 0.001 s and the models' contact method)."""
+    in; left open, 0.001 s and the models' contact method), the models at the entity names and
+    poses a World carries, floating ones lowered onto the ground with on_ground; log(note) gets
+    one line for each pair of links of different models that start more than 1 mm inside each
+    other."""
+    from ..dynamics.placement import overlap_notes, put_on_ground
     from ..sensors import Simulation
     from .world import DEFAULT_DT
     sim = Simulation(models, dt=config["dt"] or DEFAULT_DT, integrator=config["integrator"],
-                     contact=config["contact"] or None, seed=config["seed"], sensors=config["sensors"])
+                     contact=config["contact"] or None, seed=config["seed"], sensors=config["sensors"],
+                     names=getattr(models, "names", None), poses=getattr(models, "poses", None))
     sim.actuators_enabled = config["actuators_enabled"]
+    if config.get("on_ground"):
+        for entity in sim.model_names:
+            put_on_ground(sim, entity)
+    for note in overlap_notes(sim):
+        (log or (lambda text: None))(note)
     return sim
 
 
@@ -53,8 +63,13 @@ class Session:
         return self.between_steps(lambda: self._spawn(model, name, pose))
 
     def _spawn(self, model, name, pose):
+        from ..dynamics.placement import overlap_notes, put_on_ground
         name = self.sim.add_model(model, name, pose)
+        if self.config.get("on_ground"):
+            put_on_ground(self.sim, name)
         self.bridge.world_changed()
+        for note in overlap_notes(self.sim, [name]):
+            self.bridge.log(note)
         return name
 
     def delete(self, name: str):
