@@ -9,11 +9,11 @@ from mbsim_ros.cli import main
 
 BUNDLED = Path(__file__).resolve().parents[2] / "mbsim_ros" / "data" / "models"
 OPENHRP = Path(__file__).resolve().parents[1] / "models" / "openhrp"
-RUN = ["--rtf", "0", "--transport", "none", "--duration", "0.02", "--quiet"]
+RUN = ["--rtf", "0", "--transport", "none", "--quiet"]
 
 
-def run(capsys, *args):
-    status = main(["run", *args, *RUN])
+def run(capsys, *args, duration=0.02):
+    status = main(["run", *args, *RUN, "--duration", str(duration)])
     out, err = capsys.readouterr()
     return status, out, err
 
@@ -24,10 +24,10 @@ def contacts(out):
 
 
 def test_a_floating_robot_alone_stands_on_an_added_ground_plane(capsys):
-    status, out, err = run(capsys, str(BUNDLED / "SR1.wrl"))
+    status, out, err = run(capsys, str(BUNDLED / "SR1.wrl"), duration=0.1)   # lands at t = 0.03 s
     assert status == 0 and "added a ground plane" in err and "simulating SR1, ground:" in out
     assert contacts(out) >= 4                        # its soles on the plane
-    status, out, err = run(capsys, str(BUNDLED / "SR1.wrl"), "--no-ground")
+    status, out, err = run(capsys, str(BUNDLED / "SR1.wrl"), "--no-ground", duration=0.1)
     assert status == 0 and "ground plane" not in err and "simulating SR1:" in out and contacts(out) == 0
 
 
