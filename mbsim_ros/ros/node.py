@@ -57,7 +57,7 @@ def description_reader(node, timeout: float = 30.0):
     waits up to `timeout` s). ConfigError naming the source when there is nothing."""
     import time
 
-    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
     from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
     from std_msgs.msg import String
 
@@ -73,11 +73,15 @@ def description_reader(node, timeout: float = 30.0):
         got = []
         qos = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL, reliability=ReliabilityPolicy.RELIABLE)
         sub = node.create_subscription(String, name, lambda m: got.append(m.data), qos)
+        executor = SingleThreadedExecutor(context=node.context)
+        executor.add_node(node)
         try:
             deadline = time.monotonic() + timeout
             while not got and time.monotonic() < deadline:
-                rclpy.spin_once(node, timeout_sec=0.1)
+                executor.spin_once(timeout_sec=0.1)
         finally:
+            executor.remove_node(node)
+            executor.shutdown()
             node.destroy_subscription(sub)
         if not got:
             raise ConfigError(f"model {source!r}: no robot description on {name} within {timeout:g} s "
