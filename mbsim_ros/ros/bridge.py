@@ -17,7 +17,10 @@ values (no new dependency; `ros2 topic pub` and rqt publish it).
 Hardware in the loop (ros/hil.py): a sensor with a real device keeps its topic, which carries
 the device's values, and gets NS/<sensor>/sim with the simulated ones; emulated sensors are
 written to serial ports; joint commands also come from serial ports.
-TF: frame ids are the model's link names (with the frame prefix); a floating base is odom ->
+Names (joint_states, frame ids, sensor topics) are world names (model/names.py): a model's own,
+"<entity>/<name>" where an earlier model has the name. Models spawned or deleted while running
+(Session.spawn/delete -> world_changed) gain or lose their topics, descriptions and frames.
+TF: frame ids are the links' world names (with the frame prefix); a floating base is odom ->
 root link with a static world -> odom; other roots hang from world; fixed joints, sensor
 frames, camera optical frames and range laser frames are static. A moving joint with a
 child_pose ends at the URDF's `<joint>_child_frame` link (formats.urdf.joint_frame_links), with
@@ -153,7 +156,7 @@ class Bridge:
         self.publish_job = publish or (lambda job: job())
         self.submit = submit or (lambda fn: fn())
         self.log = log or (lambda text: None)
-        self.ns = "/" + ros_name(config.get("namespace") or sim.models[0].name)
+        self.ns = "/" + ros_name(config.get("namespace") or sim.entities[0])
         self._first = sim.entities[0]
         self.prefix = config.get("frame_prefix", "")
         self.rates = {key: Rate(min(float(config[key]), 1.0 / sim.dt))
