@@ -89,8 +89,10 @@ class Scene:
                         prims.append((kind, k, np.eye(3), np.zeros(3), np.zeros(3), c, r, t0, ntri, rgb))
                     else:
                         prims.append((kind, k, R, p, size, np.zeros(3), bound, t0, ntri, rgb))
-        if len(seen) != len(self.link_names):
-            raise ValueError(f"link_names has {len(self.link_names)} names for the models' {len(seen)} links")
+        # world names (model/names.py): the link's own, or "<entity>/<link>"
+        if len(seen) != len(self.link_names) or any(n != b and not n.endswith("/" + b)
+                                                    for n, b in zip(self.link_names, seen)):
+            raise ValueError("link_names does not list the models' links in compile_models order")
         self.vertices = _cat(verts, (0, 3), float)           # (nv, 3) in the link frame
         self.vertex_link = _cat(vlink, (0,), np.int64)       # (nv,)
         self.triangles = _cat(tris, (0, 3), np.int64)        # (nt, 3) vertex indices

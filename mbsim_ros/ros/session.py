@@ -55,8 +55,10 @@ class Session:
     # -- the world's models, between steps ----------------------------------------------------
     def spawn(self, model, name=None, pose=None) -> str:
         """Add `model` to the running world as entity `name` (default model.name) at `pose`
-        ((xyz, quaternion xyzw), a 4x4 matrix or None) between steps, and publish it like a model
-        loaded at start: joint_states entries, sensor topics, NS/<name>/robot_description, TF.
+        ((xyz, quaternion xyzw), a 4x4 matrix or None) between steps, and treat it like a model
+        loaded at start: joints held with the configuration's `hold` (the model is edited so),
+        lowered with `on_ground`, a warning for overlaps; published with its joint_states
+        entries, sensor topics, NS/<name>/robot_description and TF.
         Returns the entity name. ValueError for a taken name or a model that does not compile
         (the world is unchanged). Waits for the physics thread (any thread but that one may call
         it); not running, it happens here and now."""
@@ -64,6 +66,9 @@ class Session:
 
     def _spawn(self, model, name, pose):
         from ..dynamics.placement import overlap_notes, put_on_ground
+        from .world import hold_initial_pose
+        if self.config.get("hold", 0) > 0 and not (model.actuators or model.motors):
+            hold_initial_pose([model], self.config["hold"])      # as the models loaded at start
         name = self.sim.add_model(model, name, pose)
         if self.config.get("on_ground"):
             put_on_ground(self.sim, name)

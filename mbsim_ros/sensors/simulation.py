@@ -30,13 +30,20 @@ class Simulation(dynamics.Simulation):
         self.devices = {}
         super().__init__(models, dt, integrator, contact, max_contacts, poses, names, **solver_options)
         self.seed = int(seed)
-        config = {}
+        config, unknown = {}, []
         for key, cfg in dict(sensors or {}).items():    # qualified or unambiguous bare names
             try:
                 entity, bare = self.names.resolve("sensor", key)
             except KeyError as e:
-                raise SensorConfigError(f"sensors: {e.args[0]}") from None
+                if " models; say which" in e.args[0]:
+                    raise SensorConfigError(f"sensors: {e.args[0]}") from None
+                unknown.append(str(key))
+                continue
             config[self.names.world(entity, "sensor", bare)] = cfg
+        if unknown:
+            known = [self.names.world(e, "sensor", s.name) for e, m in zip(self.entities, self.models) for s in m.sensors]
+            raise SensorConfigError(f"sensors: unknown sensor(s) {', '.join(sorted(unknown))}; the models have "
+                                    f"{', '.join(sorted(known)) or 'no sensors'}")
         for entity, model in zip(self.entities, self.models):
             for s in model.sensors:
                 name = self.names.world(entity, "sensor", s.name)
