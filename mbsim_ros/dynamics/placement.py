@@ -32,16 +32,22 @@ def overlaps(sim, min_depth: float = 1e-3):
 
 
 def overlap_notes(sim, entities=None, min_depth: float = 1e-3):
-    """One line per overlapping pair involving `entities` (default: all), naming the links."""
-    mine = None
-    if entities is not None:
-        mine = {sim.names.world(e, "link", l.name) for e in entities for l in sim.model(e).links}
-    notes = []
+    """One line per pair of models that start inside each other by more than min_depth (only
+    pairs involving `entities`, default all), naming the links, deepest first."""
+    c = sim.compiled
+    entity_of = {}
+    for k, (first, _, _) in enumerate(c.offsets):
+        for name in c.link_names[first:first + len(sim.models[k].links)]:
+            entity_of[name] = sim.entities[k]
+    groups = {}
     for a, b, depth, count in overlaps(sim, min_depth):
-        if mine is None or a in mine or b in mine:
-            notes.append(f"links {a} and {b} start {depth * 1e3:.1f} mm inside each other ({count} contacts); "
-                         "they will be pushed apart violently: move the model (a pose, or --on-ground for a floating robot)")
-    return notes
+        ea, eb = entity_of[a], entity_of[b]
+        if entities is not None and ea not in entities and eb not in entities:
+            continue
+        groups.setdefault((ea, eb), []).append(f"{a} and {b} {depth * 1e3:.1f} mm")
+    return [f"{ea} and {eb} start inside each other: links {'; '.join(pairs)}; they will be pushed apart "
+            "violently (place the model with a pose, or --on-ground for a floating robot)"
+            for (ea, eb), pairs in groups.items()]
 
 
 def _support(shape, T, direction):

@@ -73,21 +73,28 @@ def load_world(config, description=None):
     from ..formats import load_description
     specs = model_specs(config)
     files = [s for s in specs if not s["file"].startswith(("topic:", "param:"))]
-    loaded, notes = load_models([s["file"] for s in files], config["floating_base"], [s["args"] for s in files])
-    by_spec = dict(zip(map(id, files), loaded))
-    models = []
+    paths, xacro_args = [s["file"] for s in files], [s["args"] for s in files]
+    loaded, notes = (load_models(paths, config["floating_base"], xacro_args) if any(xacro_args)
+                     else load_models(paths, config["floating_base"]))
+    files_loaded = iter(loaded)
+    models, names, poses = [], [], []
     for s in specs:
-        if id(s) in by_spec:
-            models.append(by_spec[id(s)])
-            continue
-        if description is None:
+        if not s["file"].startswith(("topic:", "param:")):
+            model = next(files_loaded, None)
+            if model is None:
+                continue
+        elif description is None:
             raise ConfigError(f"model {s['file']!r}: a robot description from a topic or parameter is read by "
                               "the ROS node (ros2 run mbsim_ros sim_node), not here")
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            models.append(load_description(description(s["file"]), s["file"], config["floating_base"]))
-        notes += [str(w.message) for w in caught]
-    world = World(models, [s["name"] for s in specs], [pose_matrix(s["pose"], s["file"]) for s in specs])
+        else:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                model = load_description(description(s["file"]), s["file"], config["floating_base"])
+            notes += [str(w.message) for w in caught]
+        models.append(model)
+        names.append(s["name"])
+        poses.append(pose_matrix(s["pose"], f"pose of {s['file']}"))
+    world = World(models, names, poses)
     if config.get("hold", 0) > 0:
         driven = [m for m in models if m.actuators or m.motors]
         hold_initial_pose([m for m in models if m not in driven], config["hold"])

@@ -40,9 +40,9 @@ def test_on_ground_lowers_a_lifted_robot_until_its_soles_touch_the_floor():
 def test_a_robot_started_inside_the_floor_is_named_in_a_warning():
     robot, floor = mb.load_model(BUNDLED / "SR1.wrl"), mb.load_model(BUNDLED / "floor.wrl")
     sim = mb.Simulation([robot, floor], dt=1e-3, poses=[lifted(-0.05), None])
-    notes = overlap_notes(sim)
-    assert notes and all("FLOOR" in n for n in notes)
-    assert any("LLEG_ANKLE_R" in n for n in notes) and any("RLEG_ANKLE_R" in n for n in notes)
+    (note,) = overlap_notes(sim)                      # one line for the pair of models
+    assert note.startswith("SR1 and floor start inside each other: links ")
+    assert "LLEG_ANKLE_R and FLOOR 45.0 mm" in note and "RLEG_ANKLE_R and FLOOR 45.0 mm" in note
     deepest = overlaps(sim)[0][2]
     assert deepest == pytest.approx(0.05 - 0.005, abs=1e-6)      # less the file's own 5 mm gap (box on box: exact)
     assert overlap_notes(mb.Simulation([robot, floor], dt=1e-3)) == []   # as the file places it

@@ -34,8 +34,8 @@ def test_a_floating_robot_alone_stands_on_an_added_ground_plane(capsys):
 def test_a_robot_placed_in_the_floor_is_warned_about_and_on_ground_fixes_it(capsys):
     status, out, err = run(capsys, str(BUNDLED / "SR1.wrl"), str(BUNDLED / "floor.wrl"), "--pose", "0", "0", "-0.05", "0", "0", "0")
     assert status == 0
-    warnings = [l for l in err.splitlines() if l.startswith("warning: links")]
-    assert any("LLEG_ANKLE_R" in w and "FLOOR" in w for w in warnings)
+    warnings = [l for l in err.splitlines() if l.startswith("warning: SR1 and floor start inside each other: links")]
+    assert len(warnings) == 1 and "LLEG_ANKLE_R and FLOOR 45.0 mm" in warnings[0]
     status, out, err = run(capsys, str(BUNDLED / "SR1.wrl"), str(BUNDLED / "floor.wrl"),
                            "--pose", "0", "0", "-0.05", "0", "0", "0", "--on-ground")
     assert status == 0 and "inside each other" not in err
