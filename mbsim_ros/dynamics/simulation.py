@@ -284,6 +284,7 @@ class Simulation:
                 qs, vs = self.model_slices(e)
                 q[qs], v[vs], tau[vs] = old[e]
         self._q, self._v, self._tau = q, v, tau
+        self._rebuilt_at = self._steps
         self.forces.adopt(old_forces, [(k, old_entities.index(e)) for k, e in enumerate(entities)
                                        if e in old_entities])
         self._world_changed(old_entities)
@@ -340,11 +341,12 @@ class Simulation:
     def link_acceleration(self, link: str) -> np.ndarray:
         """(ax, ay, az, alpha_x, alpha_y, alpha_z): the world-frame classical acceleration of the
         link's origin and its angular acceleration, over the last step (at its start state, with
-        the acceleration the step applied; gravity not included). Zeros before the first step."""
+        the acceleration the step applied; gravity not included). Zeros before the first step
+        (and before the first step after the world changed)."""
         k = self._link(link)
         c, d = self.compiled, self._data
-        if self._steps == 0:
-            return np.zeros(6)
+        if self._steps == 0 or self._steps == getattr(self, "_rebuilt_at", -1):
+            return np.zeros(6)          # no step since the start or since the world changed
         vd = self._view_data
         kernels.accelerations_kernel(c.tf, c.ti, self._view_df, d.q_prev, d.v_prev, d.a_step)
         b = c.tree.link_body[k]

@@ -73,3 +73,22 @@ def test_spawn_adds_a_robots_topics_frames_and_description_and_delete_takes_them
         runner.join(30)
         session.close()
     assert np.isfinite(sim.q).all()
+
+
+def test_openhrps_floor_beside_sr1_publishes_its_waist_as_floor_waist():
+    """Issue 19's world: SR1's frames and topics are what they are alone; the floor's link
+    (WAIST too) is the static frame floor/WAIST under world, and its description names it so."""
+    from mbsim_ros.ros.bridge import Bridge
+    robot = mb.load_model(BUNDLED / "SR1.wrl")
+    floor = mb.load_model(Path(__file__).resolve().parents[1] / "models" / "openhrp" / "openhrp_floor.wrl")
+    config = load_config(None, {})
+    sim = simulation([robot, floor], config)
+    cap = Capture()
+    Bridge(sim, cap, config).start()
+    static = {(t.header.frame_id, t.child_frame_id) for m in cap.got["/tf_static"] for t in m.transforms}
+    assert ("world", "floor/WAIST") in static
+    moving = {(t.header.frame_id, t.child_frame_id) for m in cap.got["/tf"] for t in m.transforms}
+    assert ("odom", "WAIST") in moving
+    urdf = etree.fromstring(cap.got["/SR1/floor/robot_description"][-1].data.encode())
+    assert [l.get("name") for l in urdf.iter("link")] == ["floor/WAIST"]
+    assert "/SR1/WaistGyro" in cap._publishers and "/SR1/robot_description" in cap._publishers
