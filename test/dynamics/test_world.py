@@ -119,3 +119,17 @@ def test_teleport_a_free_root_and_set_joints_by_name():
     assert sim.q[sim.dof_index("RLEG_KNEE")[0]] == 0.4 and sim.q[sim.dof_index("SR1/LLEG_KNEE")[0]] == 0.3
     with pytest.raises(KeyError, match="no joint named 'KNEE'"):
         sim.set_joint_positions({"KNEE": 1.0})
+
+
+def test_link_twist_and_acceleration_of_a_falling_body_are_free_fall():
+    """A free body in free fall: after 10 steps of semi-implicit Euler its twist is (0, 0, -10 g
+    dt, 0, 0, 0) and its acceleration (0, 0, -g, 0, 0, 0), exactly up to rounding (1e-12)."""
+    from mbsim_ros.model import Joint, Link, Model
+    m = Model("body")
+    m.add_link(Link("box", 2.0, [0, 0, 0], np.diag([0.1, 0.2, 0.3])))
+    m.add_joint(Joint("free", "free", None, "box"))
+    sim = mb.Simulation(m.finalize(), dt=1e-3)
+    assert np.array_equal(sim.link_acceleration("box"), np.zeros(6))     # no step yet
+    sim.step(10)
+    np.testing.assert_allclose(sim.link_twist("box"), [0, 0, -10 * G * 1e-3, 0, 0, 0], atol=1e-12)
+    np.testing.assert_allclose(sim.link_acceleration("body/box"), [0, 0, -G, 0, 0, 0], atol=1e-12)
