@@ -86,3 +86,4 @@ def test_a_floating_robot_alone_gets_a_ground_plane_unless_told_not_to():
     floor = sr1.parent / "floor.wrl"
     assert not needs_ground([mb.load_model(sr1), mb.load_model(floor)])
     assert not needs_ground([mb.load_model(URDF / "elements.urdf")])     # fixed to the world: no fall
+    assert needs_ground([mb.load_model(ARM, floating_base=True)])        # a floating URDF alone falls
