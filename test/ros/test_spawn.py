@@ -92,3 +92,17 @@ def test_openhrps_floor_beside_sr1_publishes_its_waist_as_floor_waist():
     urdf = etree.fromstring(cap.got["/SR1/floor/robot_description"][-1].data.encode())
     assert [l.get("name") for l in urdf.iter("link")] == ["floor/WAIST"]
     assert "/SR1/WaistGyro" in cap._publishers and "/SR1/robot_description" in cap._publishers
+
+
+def test_unadvertise_reaches_every_transport_of_a_fanout():
+    from mbsim_ros.ros import messages as m
+    from mbsim_ros.ros.transport import FanoutTransport, NullTransport
+    a, b = Capture(), NullTransport()
+    fan = FanoutTransport([a, b])
+    h = fan.advertise("/r/x", m.STRING)
+    keep = fan.advertise("/r/y", m.STRING)
+    fan.unadvertise(h)
+    assert "/r/x" not in fan.stats() and "/r/x" not in a.stats() and "/r/x" not in b.stats()
+    fan.publish(keep, m.string("still here"))
+    assert a.got["/r/y"][0].data == "still here"
+    fan.unadvertise(h)          # twice: nothing happens
