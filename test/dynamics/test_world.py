@@ -133,3 +133,27 @@ def test_link_twist_and_acceleration_of_a_falling_body_are_free_fall():
     sim.step(10)
     np.testing.assert_allclose(sim.link_twist("box"), [0, 0, -10 * G * 1e-3, 0, 0, 0], atol=1e-12)
     np.testing.assert_allclose(sim.link_acceleration("body/box"), [0, 0, -G, 0, 0, 0], atol=1e-12)
+
+
+def test_set_model_pose_moves_a_fixed_base_model_rigidly_and_keeps_every_state():
+    """The xacro arm (welded to the world) beside a falling body: moving the arm's world frame
+    by 1 m along x and 90 degrees about z moves each of its links by exactly that (1e-12) and
+    leaves q and v bit for bit."""
+    from mbsim_ros.model import Joint, Link, Model
+    arm = mb.load_model(HERE.parent / "models" / "urdf" / "arm.urdf.xacro")
+    ball = Model("ball")
+    ball.add_link(Link("ball", 1.0, [0, 0, 0], 0.01 * np.eye(3)))
+    ball.add_joint(Joint("free", "free", None, "ball"))
+    sim = mb.Simulation([arm, ball.finalize()], dt=1e-3)
+    sim.set_joint_positions({"shoulder": 0.3})
+    sim.step(5)
+    before = sim.link_transforms()
+    q, v = sim.q.copy(), sim.v.copy()
+    T = pose_matrix((1.0, 0.0, 0.0), (0.0, 0.0, np.sin(np.pi / 4), np.cos(np.pi / 4)))
+    sim.set_model_pose("arm", T)
+    assert np.array_equal(sim.q, q) and np.array_equal(sim.v, v)
+    after = sim.link_transforms()
+    for name in ("base", "upper", "finger_a"):
+        np.testing.assert_allclose(after[name], T @ before[name], atol=1e-12)
+    np.testing.assert_array_equal(after["ball"], before["ball"])
+    np.testing.assert_array_equal(sim.model_pose("arm"), T)
