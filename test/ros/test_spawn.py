@@ -16,6 +16,14 @@ from mbsim_ros.ros.session import Session, simulation
 BUNDLED = Path(__file__).resolve().parents[2] / "mbsim_ros" / "data" / "models"
 
 
+def wait_until(condition, runner, timeout=120.0):
+    """Poll until condition() (the runner still running); a hang or a dead runner fails here."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert runner.running and time.monotonic() < deadline, "the runner stopped or took too long"
+        time.sleep(0.005)
+
+
 def frames(cap):
     out = set()
     for topic in ("/tf", "/tf_static"):
@@ -35,13 +43,11 @@ def test_spawn_adds_a_robots_topics_frames_and_description_and_delete_takes_them
     runner = session.runner
     runner.start()
     try:
-        while sim.t < 0.05:
-            time.sleep(0.005)
+        wait_until(lambda: sim.t >= 0.05, runner)
         name = session.spawn(robot, "robot2", pose=((1.5, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0)))
         assert name == "robot2"
         t_spawn = sim.t
-        while sim.t < t_spawn + 0.05:
-            time.sleep(0.005)
+        wait_until(lambda: sim.t >= t_spawn + 0.05, runner)
         runner.pause(wait=True, timeout=30)
         topics = set(cap._publishers)
         assert {"/SR1/robot2/WaistGyro", "/SR1/robot2/robot_description", "/SR1/robot2/LeftCamera/image_raw"} <= topics
@@ -59,8 +65,7 @@ def test_spawn_adds_a_robots_topics_frames_and_description_and_delete_takes_them
         runner.resume()
         session.delete("robot2")
         t_delete = sim.t
-        while sim.t < t_delete + 0.05:
-            time.sleep(0.005)
+        wait_until(lambda: sim.t >= t_delete + 0.05, runner)
         runner.pause(wait=True, timeout=30)
         assert set(cap._publishers) == before
         assert len(cap.got["/SR1/robot2/WaistGyro"]) == n_gyro
