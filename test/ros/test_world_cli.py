@@ -47,3 +47,11 @@ def test_openhrp_floor_beside_a_robot_and_bad_poses(capsys):
     status, out, err = run(capsys, str(BUNDLED / "SR1.wrl"), "--pose", "0", "0", "0", "0", "0", "0",
                            "--pose", "1", "0", "0", "0", "0", "0")
     assert status == 2 and "--pose given 2 times for 1 model(s)" in err and len(err.splitlines()) == 1
+
+
+def test_the_node_takes_on_ground_and_ground_as_parameters():
+    from mbsim_ros.ros.node import PARAMETER_DEFAULTS, config_from_parameters
+    values = dict(PARAMETER_DEFAULTS, on_ground=True, ground=False)
+    config = config_from_parameters(values, "/")
+    assert config["on_ground"] is True and config["ground"] is False
+    assert config_from_parameters(dict(PARAMETER_DEFAULTS), "/")["on_ground"] is False
