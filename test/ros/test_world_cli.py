@@ -55,3 +55,19 @@ def test_the_node_takes_on_ground_and_ground_as_parameters():
     config = config_from_parameters(values, "/")
     assert config["on_ground"] is True and config["ground"] is False
     assert config_from_parameters(dict(PARAMETER_DEFAULTS), "/")["on_ground"] is False
+
+
+def test_mbsim_run_expands_a_xacro_with_the_arguments_after_it(capsys, tmp_path):
+    from mbsim_ros.ros.bag import BagTransport  # noqa: F401  (the bag writer is a run-time dependency)
+    arm = Path(__file__).resolve().parents[1] / "models" / "urdf" / "arm.urdf.xacro"
+    bag = tmp_path / "bag"
+    status, out, err = run(capsys, str(arm), "prefix:=left_", "length:=0.5", "--bag", str(bag))
+    assert status == 0 and "simulating arm:" in out, err
+    reader = pytest.importorskip("mcap_ros2.reader", reason="mcap-ros2-support is a test dependency")
+    names = set()
+    with open(next(bag.glob("*.mcap")), "rb") as f:
+        for m in reader.read_ros2_messages(f, topics=["/arm/joint_states"]):
+            names |= set(m.ros_msg.name)
+    assert names == {"left_shoulder", "left_finger_a_joint", "left_finger_b_joint"}
+    status, out, err = run(capsys, "length:=0.5")
+    assert status == 2 and "needs a .xacro model file before it" in err
