@@ -3,9 +3,12 @@
     mbsim run [MODEL ...] [--duration S] [--rtf R] [--bag DIR] [--transport auto|rclpy|dds|none]
               [--config YAML]                         simulate and publish (default: the SR1 world)
     mbsim info MODEL                                  links, joints, sensors, mass, what the loader read
-    mbsim convert MODEL -o robot.urdf                 URDF for robot_description / RViz
+    mbsim convert MODEL -o robot.urdf                 URDF for robot_description / RViz, meshes beside it
     mbsim render [MODEL ...] -o view.png              a picture of the world or of a camera's view
-    mbsim plot BAG -o plot.png                        recorded IMU, wrench and joint traces
+    mbsim plot BAG -o plot.png [--joints NAMES]       recorded IMU, wrench and joint traces
+
+Models: .wrl (OpenHRP), .urdf, .osim (OpenSim, y up: --z-up stands it in the z-up world), .yaml
+(Chrono).
 
 Bad input ends with one line on stderr and exit status 2.
 """
@@ -25,7 +28,6 @@ IMAGE_FILES = (".png", ".jpg", ".jpeg")     # mbsim render -o / --depth
 MAX_IMAGE_SIDE = 16384                      # pixels, mbsim render --width / --height
 RENDER_BYTES_PER_PIXEL = 40                 # color, depth, inverse depth, encoding: what a frame holds
 Z_UP_HELP = "OpenSim models (y up): turn them so that their +y is the world's +z"
-LARGE_BAG = 100e6                           # bytes: above this the run summary says how to make bags smaller
 
 
 class _Parser(argparse.ArgumentParser):
@@ -133,7 +135,8 @@ def cmd_run(args):
                 detail = f"{values['lines']} lines, {values['commands']} commands"
             print(f"  {name[7:]}: {message}; {detail}; {faults}")
     if args.bag:
-        print(_bag_summary(args.bag, transport.stats(), args.compression))
+        cameras = [s.name for m in models for s in m.sensors if s.type == "camera"]
+        print(_bag_summary(args.bag, transport.stats(), args.compression, cameras))
     return 0
 
 
@@ -144,19 +147,19 @@ def _live_topics(transport):
     return f"topics on {transport.kind}"
 
 
-def _bag_summary(bag, stats, compression):
-    """'wrote bag DIR (size ...)', and where images fill a large uncompressed bag, how to shrink it."""
+def _bag_summary(bag, stats, compression, cameras):
+    """'wrote bag DIR (size, the share of camera images)' and, where images are most of an
+    uncompressed bag, how to make it smaller."""
     from .ros.messages import IMAGE
     size = sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(bag) for f in files)
-    text = f"wrote bag {bag} ({size / 1e6:.3g} MB"
-    total = sum(v["bytes"] for v in stats.values() if v.get("direction", "out") == "out")
-    images = sum(v["bytes"] for v in stats.values() if v.get("direction", "out") == "out" and v["type"] == IMAGE)
-    if total:
-        text += f"; camera images {100 * images / total:.0f} % of the messages' bytes"
-    text += ")"
-    if size > LARGE_BAG and not compression:
-        text += ("; smaller bags: --compression zstd, or leave the cameras out (--config with "
-                 "sensors: {CAMERA: {enabled: false}})")
+    out = [v for v in stats.values() if v.get("direction", "out") == "out"]
+    total = sum(v["bytes"] for v in out)
+    images = sum(v["bytes"] for v in out if v["type"] == IMAGE) / total if total else 0.0
+    text = f"wrote bag {bag} ({size / 1e6:.3g} MB{f'; raw camera images are {100 * images:.0f} % of the messages' if images else ''})"
+    if images > 0.5 and not compression:
+        off = ", ".join(f"{name}: {{enabled: false}}" for name in cameras) or "CAMERA: {enabled: false}"
+        text += (f"; for smaller bags add --compression zstd, or leave the cameras out with a --config "
+                 f"holding sensors: {{{off}}}")
     return text
 
 

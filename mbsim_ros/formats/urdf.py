@@ -631,6 +631,10 @@ class _Writer:
 
     def shape(self, link_el, tag, shape, label):
         pose, geometry = self.geometry(shape, label)
+        if geometry is None and mesh_file_missing(shape):
+            link_el.append(etree.Comment(f" {tag} {_clean(shape.name or label)} left out: mesh file "
+                                         f"{_clean(shape.mesh_path)} not found "))
+            return
         if geometry is None:
             link_el.append(etree.Comment(f" {tag} {_clean(shape.name or label)} skipped: a {shape.kind} "
                                          "without a mesh file or vertices (or no mesh_dir to write them) "))
@@ -668,7 +672,6 @@ class _Writer:
             etree.SubElement(g, "box", size="20 20 0.001")
             pose = pose @ make_transform(p=[0, 0, -0.0005])
         elif shape.mesh_path and mesh_file_missing(shape):
-            g.append(etree.Comment(f" mesh {_clean(shape.mesh_path)} not found: left out "))
             return pose, None
         elif shape.mesh_path and "://" not in shape.mesh_path and self.mesh_dir is not None:
             uri = self.export_mesh(shape.mesh_path)

@@ -357,7 +357,7 @@ def make_figure(bag_dir, topics=None, joints=None):
             if clipped:
                 count, extreme, when = _mark_outliers(ax, traces, (lo, hi))
                 if count:
-                    heading += (f"  [{count} samples beyond the axis (triangles), "
+                    heading += (f"  [{count} sample{'s' if count > 1 else ''} beyond the axis (triangles), "
                                 f"extreme {extreme:.4g} {unit} at t = {when:.4g} s]")
         ax.set_title("\n".join(textwrap.wrap(heading, 140)), fontsize=9, loc="left")
     axes[-1].set_xlabel("time (s, message header stamps)", fontsize=8)
