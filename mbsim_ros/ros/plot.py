@@ -14,9 +14,10 @@ One subplot per kind of quantity, top to bottom, where the bag has any:
   `joints` chosen by name or fnmatch pattern), thin lines, with a legend when there are at most
   12 joints (the title says how to choose when there are more).
 
-Y limits are robust: where a few samples (a landing's impact spike) lie far outside the bulk of
-a subplot's data, the axis spans the 0.5 to 99.5 percentiles plus a margin, and the samples
-outside are marked by triangles on the edge they pass, their count and extreme in the title.
+Y limits are robust: samples farther than 3 bulk spans (the 0.5 to 99.5 percentile range of a
+subplot's data) from the bulk, such as a landing's impact spike, are left beyond the axis and
+marked by triangles on the edge they pass, their count and extreme in the title; every other
+sample is in view.
 
 x, y and z are red, green and blue (RViz's axis colours); several topics in one subplot differ in
 line style. The time axis is the messages' header stamps in seconds (simulation time for bags
@@ -51,7 +52,7 @@ DPI = 100                # so a figure is 1100 x (250 n + 50) pixels
 LEGEND_MAX_JOINTS = 12
 FIGURE_FILES = (".png", ".jpg", ".jpeg", ".pdf", ".svg")     # what plot_bag writes, by extension
 ROBUST_PERCENTILES = (0.5, 99.5)   # the bulk of a subplot's samples, for its y limits
-OUTLIER_SPAN = 3.0                 # clip to the bulk only when all data span more than this many bulk spans
+OUTLIER_SPAN = 3.0                 # samples farther than this many bulk spans from the bulk are outliers
 MARGIN = 0.08                      # of the shown span, above and below
 
 _AXIS_COLORS = ("tab:red", "tab:green", "tab:blue")
@@ -247,23 +248,20 @@ def read_series(bag_dir, topics=None) -> BagSeries:
 
 
 def robust_limits(values):
-    """(low, high, clipped) y limits for the finite `values`: their full range plus a margin, or,
-    where the full range is more than OUTLIER_SPAN times that of the ROBUST_PERCENTILES (a few
-    spikes would flatten every trace), the percentile range plus a margin (clipped True).
-    None without finite values."""
+    """(low, high, clipped) y limits for the finite `values`: the range of every sample within
+    OUTLIER_SPAN bulk spans of the bulk (the ROBUST_PERCENTILES), plus a margin; clipped True
+    when samples farther out (a landing's impact spike) are left beyond the limits. None without
+    finite values."""
     v = np.asarray(values, dtype=float).ravel()
     v = v[np.isfinite(v)]
     if v.size == 0:
         return None
-    full_lo, full_hi = float(v.min()), float(v.max())
     lo, hi = (float(x) for x in np.percentile(v, ROBUST_PERCENTILES))
-    clipped = (full_hi - full_lo) > OUTLIER_SPAN * (hi - lo)
-    if not clipped:
-        lo, hi = full_lo, full_hi
-    span = hi - lo
-    if span <= 0:                         # a constant: a band around it
-        span = max(abs(hi), 1.0) * 0.1
-    return lo - MARGIN * span, hi + MARGIN * span, clipped
+    span = (hi - lo) or 0.1 * max(abs(lo), abs(hi))
+    near = v[(v >= lo - OUTLIER_SPAN * span) & (v <= hi + OUTLIER_SPAN * span)] if span > 0 else v
+    lo, hi = float(near.min()), float(near.max())
+    span = (hi - lo) or max(abs(hi), 1.0) * 0.1          # a constant: a band around it
+    return lo - MARGIN * span, hi + MARGIN * span, near.size < v.size
 
 
 def _mark_outliers(ax, traces, limits):
