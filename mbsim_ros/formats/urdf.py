@@ -58,8 +58,8 @@ vertices, as an OBJ written to mesh_dir, else skipped with an XML comment. With 
 files (not package:// URIs) are written there too, so that the URDF travels with its meshes and
 RViz reads them: STL and Collada copied, other formats (OpenSim's .vtp, OBJ) converted to binary
 STL. Files in mesh_dir are named `mesh_uri + name` (a package:// prefix, or a path relative to
-the URDF), or by file:// URIs when mesh_uri is None. A mesh file that does not exist
-(missing_meshes(model)) is left out with an XML comment, never written as a path to nothing.
+the URDF), or by file:// URIs when mesh_uri is None; a mesh file that does not exist
+(missing_meshes(model)) is then left out with an XML comment, not written as a path to nothing.
 With sensor_frames=True each model.sensors[k] and model.frames[k] becomes a massless link of the
 same name on a fixed joint `<name>_joint`, so its frame is in TF, and so does each camera's
 `<name>_optical_frame` and range sensor's `<name>_laser_frame` (model.sensor_ros_frames).
@@ -579,7 +579,7 @@ RVIZ_MESHES = (".stl", ".dae")      # mesh files RViz reads as they are; others 
 
 def mesh_file_missing(shape) -> bool:
     """Whether a mesh shape names a local file that does not exist (a loader's warning said so):
-    the writer leaves it out rather than point at nothing."""
+    with a mesh_dir the writer leaves it out rather than point at nothing."""
     if shape.kind != "mesh" or not shape.mesh_path or shape.vertices is not None:
         return False
     path = shape.mesh_path
@@ -631,7 +631,7 @@ class _Writer:
 
     def shape(self, link_el, tag, shape, label):
         pose, geometry = self.geometry(shape, label)
-        if geometry is None and mesh_file_missing(shape):
+        if geometry is None and self.mesh_dir is not None and mesh_file_missing(shape):
             link_el.append(etree.Comment(f" {tag} {_clean(shape.name or label)} left out: mesh file "
                                          f"{_clean(shape.mesh_path)} not found "))
             return
@@ -671,7 +671,7 @@ class _Writer:
             g.append(etree.Comment(" plane written as a thin box under its surface "))
             etree.SubElement(g, "box", size="20 20 0.001")
             pose = pose @ make_transform(p=[0, 0, -0.0005])
-        elif shape.mesh_path and mesh_file_missing(shape):
+        elif shape.mesh_path and self.mesh_dir is not None and mesh_file_missing(shape):
             return pose, None
         elif shape.mesh_path and "://" not in shape.mesh_path and self.mesh_dir is not None:
             uri = self.export_mesh(shape.mesh_path)
