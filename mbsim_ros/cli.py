@@ -14,6 +14,7 @@ Bad input ends with one line on stderr and exit status 2.
 """
 import argparse
 import os
+import re
 import sys
 import time
 
@@ -164,13 +165,11 @@ def _bag_summary(bag, stats, compression, cameras):
 
 
 def cmd_plot(args):
-    from .ros.plot import FIGURE_FILES, plot_bag
-    if os.path.splitext(args.output)[1].lower() not in FIGURE_FILES:
-        raise UsageError(f"plot: -o {args.output}: expected a file ending in {', '.join(FIGURE_FILES)}")
+    from .ros.plot import plot_bag
     joints = [j.strip() for j in args.joints.split(",") if j.strip()] if args.joints else None
     try:
         topics = plot_bag(args.bag, args.output, joints=joints)
-    except ValueError as e:          # not a bag, nothing to plot, an unknown joint: plot's messages name them
+    except ValueError as e:          # not a bag, nothing to plot, an unknown joint or file type: named
         raise UsageError(f"plot: {e}") from None
     print(f"wrote {args.output} ({len(topics)} topics: {', '.join(topics)})")
     return 0
@@ -222,11 +221,12 @@ def cmd_convert(args):
     text = to_urdf(model, mesh_dir=mesh_dir, mesh_uri=mesh_uri)
     with open(args.output, "w") as f:
         f.write(text)
-    meshes = len(os.listdir(mesh_dir)) if os.path.isdir(mesh_dir) else 0
+    meshes = len(set(re.findall(r'filename="' + re.escape(mesh_uri) + r'/([^"]+)"', text)))
     line = f"wrote {args.output} ({len(model.links)} links, {len(model.joints)} joints)"
     if meshes:
         named = (f"{mesh_uri}/..." if mesh_uri.startswith("package://") else
-                 f"{mesh_uri}/... relative to the URDF (RViz needs package:// URIs: put both in a ROS package)")
+                 f"{mesh_uri}/... relative to the URDF (RViz takes package:// URIs, not relative paths: "
+                 "put both in a ROS package)")
         line += f"; {meshes} meshes in {mesh_dir}, named {named}"
     print(line)
     missing = missing_meshes(model)

@@ -345,7 +345,7 @@ def test_convert_writes_stl_meshes_beside_the_urdf(tmp_path, capsys):
     out = tmp_path / "robot.urdf"
     status, text, err = cli_status(["convert", source, "-o", out], capsys)
     assert status == 0
-    assert "robot_meshes/... relative to the URDF" in text
+    assert f"; 4 meshes in {tmp_path / 'robot_meshes'}, named robot_meshes/... relative to the URDF" in text
     assert err == ["note: 1 mesh file(s) not found, left out of the URDF: missing_bone.vtp"]
     urdf = out.read_text()
     assert "file://" not in urdf and ".vtp" not in urdf.replace("missing_bone.vtp", "")
@@ -375,7 +375,7 @@ def test_convert_inside_a_ros_package_names_meshes_by_package_uri(tmp_path, caps
     (package / "package.xml").write_text("<package format='3'><name>my_arm</name></package>")
     out = package / "urdf" / "arm.urdf"
     status, text, _ = cli_status(["convert", OWN_MODELS / "opensim" / "features40.osim", "-o", out], capsys)
-    assert status == 0 and "package://my_arm/urdf/arm_meshes/..." in text
+    assert status == 0 and "4 meshes" in text and "named package://my_arm/urdf/arm_meshes/..." in text
     urdf = out.read_text()
     assert 'filename="package://my_arm/urdf/arm_meshes/tetra.stl"' in urdf and "file://" not in urdf
     again = mb.load_model(out)                 # our reader finds the package above the URDF
