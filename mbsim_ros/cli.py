@@ -225,7 +225,7 @@ def cmd_convert(args):
     line = f"wrote {args.output} ({len(model.links)} links, {len(model.joints)} joints)"
     if meshes:
         named = (f"{mesh_uri}/..." if mesh_uri.startswith("package://") else
-                 f"{mesh_uri}/... relative to the URDF (RViz takes package:// URIs, not relative paths: "
+                 f"{mesh_uri}/... relative to the URDF (RViz takes package:// or file:// URIs, not relative paths: "
                  "put both in a ROS package)")
         line += f"; {meshes} meshes in {mesh_dir}, named {named}"
     print(line)
