@@ -214,8 +214,10 @@ def cmd_info(args):
 def cmd_convert(args):
     from .formats import to_urdf
     from .formats.urdf import missing_meshes
-    (model,), _ = _load([args.model], args.floating_base, args.z_up)
     folder = os.path.dirname(os.path.abspath(args.output))
+    if not os.path.isdir(folder):
+        raise UsageError(f"convert: -o {args.output}: no such folder {folder}")
+    (model,), _ = _load([args.model], args.floating_base, args.z_up)
     mesh_dir = os.path.join(folder, os.path.splitext(os.path.basename(args.output))[0] + "_meshes")
     mesh_uri = _mesh_uri_for(mesh_dir)
     text = to_urdf(model, mesh_dir=mesh_dir, mesh_uri=mesh_uri)

@@ -117,6 +117,7 @@ def not_a_bag(tmp_path):
     (["run", "--namespace", "1robot", "--transport", "none"], ["'1robot'", "not a ROS name"]),
     (["run", "{tmp}", "--transport", "none"], ["a directory, not a model file", ".osim"]),
     (["info", "{tmp}"], ["a directory, not a model file"]),
+    (["convert", ARM, "-o", "{tmp}/no/such/arm.urdf"], ["no such folder", "no/such"]),
     # argparse's own errors, one line too
     (["run", "--dt", "fast"], ["--dt", "invalid float value"]),
     (["render"], ["-o/--output"]),
