@@ -22,6 +22,9 @@ def load_model(path, floating_base: bool = False, xacro_args=None, **options) ->
     command line) and read as URDF.
     """
     path = os.fspath(path)
+    if os.path.isdir(path):
+        raise ModelError(f"{path}: a directory, not a model file; expected a file ending in "
+                         f"{', '.join(sorted([*_LOADERS, '.xacro']))}")
     if not os.path.isfile(path):
         raise ModelError(f"{path}: no such model file")
     ext = os.path.splitext(path)[1].lower()
@@ -36,7 +39,7 @@ def load_model(path, floating_base: bool = False, xacro_args=None, **options) ->
             head = f.read(4096)
         ext = ".urdf" if b"<robot" in head else ext
     if ext not in _LOADERS:
-        raise ModelError(f"{path}: unknown model format {ext!r}; expected one of {', '.join(sorted(_LOADERS))}")
+        raise ModelError(f"{path}: unknown model format {ext!r}; expected one of {', '.join(sorted([*_LOADERS, '.xacro']))}")
     module_name, func_name = _LOADERS[ext]
     import importlib
     module = importlib.import_module(f"{__name__}.{module_name}")

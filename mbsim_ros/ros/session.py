@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
+from ..model import ConfigError, ModelError
 from .bridge import Bridge
 from .runner import AsyncPublisher, Runner
 
@@ -18,9 +19,14 @@ def simulation(models, config, log=None):
     from ..dynamics.placement import overlap_notes, put_on_ground
     from ..sensors import Simulation
     from .world import DEFAULT_DT
-    sim = Simulation(models, dt=config["dt"] or DEFAULT_DT, integrator=config["integrator"],
-                     contact=config["contact"] or None, seed=config["seed"], sensors=config["sensors"],
-                     names=getattr(models, "names", None), poses=getattr(models, "poses", None))
+    try:
+        sim = Simulation(models, dt=config["dt"] or DEFAULT_DT, integrator=config["integrator"],
+                         contact=config["contact"] or None, seed=config["seed"], sensors=config["sensors"],
+                         names=getattr(models, "names", None), poses=getattr(models, "poses", None))
+    except (ConfigError, ModelError):
+        raise
+    except ValueError as e:        # options this world cannot take (rk4 with LCP contact, ...)
+        raise ConfigError(f"configuration: {e}") from None
     sim.actuators_enabled = config["actuators_enabled"]
     if config.get("on_ground"):
         for entity in sim.model_names:

@@ -52,15 +52,25 @@ def model_paths(config):
     return [s["file"] for s in model_specs(config)]
 
 
-def load_models(paths, floating_base=False, xacro_args=None):
-    """(models, notes): the model files loaded (xacro_args: one {name: value} per path, for
-    .xacro files), their loaders' warnings as notes to print."""
+Y_UP_FORMATS = (".osim",)      # model files whose world is y up (z_up turns them)
+
+
+def load_models(paths, floating_base=False, z_up=False, xacro_args=None):
+    """(models, notes): the model files loaded, their loaders' warnings as notes to print (each
+    once). z_up=True turns y-up models (OpenSim) so that their +y is the world's +z; a note when
+    none of the files is one. xacro_args: one {name: value} (or None) per path, for .xacro files."""
     from ..formats import load_model
+    turned = [os.fspath(p).lower().endswith(Y_UP_FORMATS) for p in paths] if z_up else [False] * len(paths)
     xacro_args = xacro_args or [None] * len(paths)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        models = [load_model(p, floating_base=floating_base, xacro_args=a or None) for p, a in zip(paths, xacro_args)]
-    return models, [str(w.message) for w in caught]
+        models = [load_model(p, floating_base=floating_base, **({"z_up": True} if t else {}),
+                             **({"xacro_args": a} if a else {}))
+                  for p, t, a in zip(paths, turned, xacro_args)]
+    notes = list(dict.fromkeys(str(w.message) for w in caught))
+    if z_up and not any(turned):
+        notes.append(f"z_up: no y-up model ({', '.join(Y_UP_FORMATS)}) to turn; the models are z up already")
+    return models, notes
 
 
 def load_world(config, description=None):
@@ -74,8 +84,9 @@ def load_world(config, description=None):
     specs = model_specs(config)
     files = [s for s in specs if not s["file"].startswith(("topic:", "param:"))]
     paths, xacro_args = [s["file"] for s in files], [s["args"] for s in files]
-    loaded, notes = (load_models(paths, config["floating_base"], xacro_args) if any(xacro_args)
-                     else load_models(paths, config["floating_base"]))
+    z_up = config.get("z_up", False)
+    loaded, notes = (load_models(paths, config["floating_base"], z_up, xacro_args) if any(xacro_args)
+                     else load_models(paths, config["floating_base"], z_up))
     files_loaded = iter(loaded)
     models, names, poses = [], [], []
     for s in specs:
