@@ -89,3 +89,19 @@ def test_least_displacement_and_locked_coordinates_held():
         sim = mb.Simulation(model, contact="none")
     assert sim.q[joint.v_index] == 0.1
     assert any("could not all be met" in str(w.message) for w in caught)
+
+
+def test_a_run_logs_the_assembly_note_once():
+    """mbsim run and the node build their Simulation through ros/session.simulation: the
+    assembly note reaches its log once, not also as a Python warning."""
+    from mbsim_ros.ros.config import load_config
+    from mbsim_ros.ros.session import simulation
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = mb.load_model(OWN / "chrono_yaml" / "revolute_spherical_offset.yaml")
+    logged = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        simulation([model], load_config(None, dict(contact="none")), log=logged.append)
+    assert len(logged) == 1 and logged[0].startswith("initial assembly onto the loop closures")
+    assert not [w for w in caught if "initial assembly" in str(w.message)]
