@@ -24,7 +24,14 @@ child_pose ends at the URDF's `<joint>_child_frame` link (formats.urdf.joint_fra
 a static child_frame -> child link, so TF has every link the URDF has (but the intermediate
 links of joints written as chains).
 Every message is built once and serialized once; building and writing run in `publish` (an
-AsyncPublisher's submit, so the physics thread never waits on a transport), or inline.
+AsyncPublisher's submit, so the physics thread never waits on a transport), or inline. The
+periodic messages (clock, joint states, TF, Imu, wrench, scans, camera info, image headers) are
+preallocated CDR templates (ros/templates.py) written in place, never message objects.
+Lazy publishing: on a live transport a topic nobody subscribes to is not serialized, and a
+sensor none of whose topics has a subscriber is not sampled (not rendered, ray-cast or
+evaluated) until one comes; subscriber counts are looked at every 0.1 s of simulation time
+(`refresh_subscribers`). A bag (and "none") counts as a subscriber to everything; sensors with
+a real device or a serial emulation always sample.
 """
 from __future__ import annotations
 
@@ -40,6 +47,7 @@ from ..model.transforms import inverse_transform
 from ..sensors import Reading
 from . import hil
 from . import messages as msg
+from . import templates as tpl
 from .qos import CLOCK, DEFAULT, LATCHED, SENSOR, TF
 
 
@@ -139,6 +147,7 @@ class Bridge:
         self.prefix = config.get("frame_prefix", "")
         self.rates = {key: Rate(min(float(config[key]), 1.0 / sim.dt))
                       for key in ("joint_state_rate", "tf_rate", "clock_rate", "diagnostics_rate")}
+        self.subscriber_rate = Rate(min(10.0, 1.0 / sim.dt))
         self._layout()
         self.controller = JointController(sim, self.dofs, config.get("pd_gains", {}))
         self.actuator_names = list(sim.actuator_names)
@@ -147,6 +156,8 @@ class Bridge:
         self.runner_stats = lambda: {}
         self._last = {}
         self.pubs = {}
+        self.templates = {}                 # publication key -> its CDR template (built on first use)
+        self.wanted = {}                    # publication key -> someone subscribes (lazy publishing)
         self.errors = []
         self.hil = None
         if hil.configured(config):
@@ -190,6 +201,15 @@ class Bridge:
             v_off += model.nv
         if floating:
             self.static.append(("world", "odom", np.eye(4)))
+        names = sim.compiled.link_names
+        n = len(self.moving)
+        self.tf_parent = np.array([-1 if m[2] is None else names.index(m[2]) for m in self.moving], dtype=np.int64)
+        self.tf_child = np.array([names.index(m[3]) for m in self.moving], dtype=np.int64)
+        self.tf_child_R = np.tile(np.eye(3), (n, 1, 1))
+        self.tf_child_p = np.zeros((n, 3))
+        for e, m in enumerate(self.moving):
+            if m[4] is not None:
+                self.tf_child_R[e], self.tf_child_p[e] = m[4][:3, :3], m[4][:3, 3]
         self.dof_names = [d[0] for d in self.dofs]
         self.dof_q = np.array([d[1] for d in self.dofs], dtype=int)
         self.dof_v = np.array([d[2] for d in self.dofs], dtype=int)
@@ -261,7 +281,31 @@ class Bridge:
             t.subscribe(self.topic("inputs"), msg.JOINT_STATE, self._on_inputs)
         if self.hil is not None:
             self.hil.start(t)
+        self.refresh_subscribers()
         self.on_step(sim)              # the initial state at t
+
+    def device_keys(self, dev):
+        """The publication keys (self.pubs) that carry a device's readings."""
+        if dev.name in self.merged:
+            return [self.merged[dev.name][0]]
+        keys = [k for k in (dev.name, dev.name + "/sim", dev.name + "/image_raw", dev.name + "/camera_info",
+                            dev.name + "/depth/image_raw", dev.name + "/depth/camera_info", dev.name + "/points")
+                if k in self.pubs]
+        return keys
+
+    def refresh_subscribers(self):
+        """Lazy publishing: which topics have a subscriber now; a sensor without any stops
+        sampling, and starts again (on its own schedule) when one comes. On a transport that
+        is not live (bag, "none") everything counts as subscribed."""
+        t = self.transport
+        live = t.receives
+        self.wanted = {key: (not live) or t.subscriber_count(h) > 0 for key, h in self.pubs.items()}
+        step = int(round(self.sim.t / self.sim.dt))
+        always = set(self.hil.sources) | set(self.hil.emulators) if self.hil is not None else set()
+        for dev in self.sim.devices.values():
+            if dev.name not in always:
+                keys = self.device_keys(dev)
+                dev.set_idle(bool(keys) and not any(self.wanted[k] for k in keys), step)
 
     def close(self):
         """Stop what start() started besides the transport (serial ports and their threads)."""
@@ -319,23 +363,22 @@ class Bridge:
         t = sim.t
         work = []
         rates = self.rates
+        wanted = self.wanted
         hil_ = self.hil
         if hil_ is not None:
             hil_.clock.tick(t)
-        if rates["clock_rate"].due(t):
+        if self.subscriber_rate.due(t) and self.transport.receives:
+            self.refresh_subscribers()
+        if rates["clock_rate"].due(t) and wanted["clock"]:
             work.append(("clock", t))
         if rates["joint_state_rate"].due(t):
-            work.append(("joint_states", t, sim.q[self.dof_q].copy(), sim.v[self.dof_v].copy(),
-                         sim.tau[self.dof_v].copy()))
-            if self.actuator_names:
+            if wanted["joint_states"]:
+                work.append(("joint_states", t, sim.q[self.dof_q], sim.v[self.dof_v], sim.tau[self.dof_v]))
+            if self.actuator_names and wanted["actuator_controls/state"]:
                 work.append(("actuator_controls", t, sim.controls))
-        if self.moving and rates["tf_rate"].due(t):
-            T = sim.link_transforms()
-            edges = []
-            for parent, child, parent_link, child_link, child_pose in self.moving:
-                Tc = T[child_link] if child_pose is None else T[child_link] @ child_pose
-                edges.append((t, parent, child, Tc if parent_link is None else np.linalg.solve(T[parent_link], Tc)))
-            work.append(("tf", edges))
+        if self.moving and rates["tf_rate"].due(t) and wanted["tf"]:
+            R, p = sim.link_poses()
+            work.append(("tf", t, R.copy(), p.copy()))
         readings = sim.readings()
         for name, r in readings.items():
             if self._last.get(name) is not r:
@@ -354,7 +397,7 @@ class Bridge:
                     work.append(("reading", sim.devices[name], r, ""))
                 if hil_ is not None and name in hil_.emulators:
                     hil_.emulators[name].submit(r.values, r.stamp, name)
-        if rates["diagnostics_rate"].due(t):
+        if rates["diagnostics_rate"].due(t) and wanted["diagnostics"]:
             work.append(("diagnostics", t, self.runner_stats()))
         if work:
             self.publish_job(lambda: self._write(work))
@@ -363,52 +406,88 @@ class Bridge:
     def _send(self, key, data, stamp):
         self.transport.publish(self.pubs[key], data, msg.to_nanoseconds(stamp))
 
+    def template(self, key, make):
+        """The CDR template of publication `key` (made by make() on first use)."""
+        tmpl = self.templates.get(key)
+        if tmpl is None:
+            tmpl = self.templates[key] = make()
+        return tmpl
+
     def _write(self, work):
         for item in work:
             kind = item[0]
             if kind == "clock":
-                self._send("clock", msg.clock(item[1]), item[1])
+                self._send("clock", self.template("clock", tpl.ClockTemplate).fill(item[1]), item[1])
             elif kind == "joint_states":
                 _, t, q, v, tau = item
-                self._send("joint_states", msg.joint_state(t, self.dof_names, q, v, tau), t)
+                tmpl = self.template("joint_states", lambda: tpl.JointStateTemplate(self.dof_names))
+                self._send("joint_states", tmpl.fill(t, q, v, tau), t)
             elif kind == "actuator_controls":
                 _, t, controls = item
-                self._send("actuator_controls/state", msg.joint_state(t, self.actuator_names, effort=controls), t)
+                tmpl = self.template("actuator_controls/state", lambda: tpl.JointStateTemplate(
+                    self.actuator_names, position=False, velocity=False))
+                self._send("actuator_controls/state", tmpl.fill(t, effort=controls), t)
             elif kind == "tf":
-                self._send("tf", msg.tf_message(item[1]), item[1][0][0])
+                _, t, R, p = item
+                tmpl = self.template("tf", lambda: tpl.TfTemplate([m[:2] for m in self.moving]))
+                self._send("tf", tmpl.fill(t, R, p, self.tf_parent, self.tf_child, self.tf_child_R,
+                                           self.tf_child_p), t)
             elif kind == "reading":
                 self._write_reading(item[1], item[2], item[3])
             elif kind == "imu":
                 _, topic, acc, gyro, ra, rg = item
                 g = rg.values if rg is not None and abs(rg.stamp - ra.stamp) < 1e-9 else None
-                self._send(topic, msg.imu(ra.stamp, self.frame(acc.frame), accel=ra.values, gyro=g,
-                                          accel_variance=acc.variance, gyro_variance=gyro.variance), ra.stamp)
+                tmpl = self.template((topic, g is not None), lambda: tpl.ImuTemplate(
+                    self.frame(acc.frame), accel=True, gyro=g is not None, accel_variance=acc.variance,
+                    gyro_variance=gyro.variance))
+                self._send(topic, tmpl.fill(ra.stamp, accel=ra.values, gyro=g), ra.stamp)
             elif kind == "diagnostics":
                 self._send("diagnostics", msg.diagnostics(item[1], self._statuses(item[2])), item[1])
 
     def _write_reading(self, dev, r, suffix=""):
         """suffix: "" for the sensor's topic, "/sim" for the simulated value beside a real device."""
         frame, stamp, key = self.frame(r.frame), r.stamp, dev.name + suffix
-        if dev.kind == "accelerometer":
-            self._send(key, msg.imu(stamp, frame, accel=r.values, accel_variance=dev.variance), stamp)
-        elif dev.kind == "gyro":
-            self._send(key, msg.imu(stamp, frame, gyro=r.values, gyro_variance=dev.variance), stamp)
+        wanted, template = self.wanted, self.template
+        if dev.kind in ("accelerometer", "gyro"):
+            if wanted[key]:
+                accel = dev.kind == "accelerometer"
+                tmpl = template(key, lambda: tpl.ImuTemplate(
+                    frame, accel=accel, gyro=not accel,
+                    accel_variance=dev.variance if accel else (0.0,) * 3,
+                    gyro_variance=(0.0,) * 3 if accel else dev.variance))
+                self._send(key, tmpl.fill(stamp, r.values, None) if accel else tmpl.fill(stamp, None, r.values), stamp)
         elif dev.kind == "force":
-            self._send(key, msg.wrench(stamp, frame, r.values), stamp)
+            if wanted[key]:
+                self._send(key, template(key, lambda: tpl.WrenchTemplate(frame)).fill(stamp, r.values), stamp)
         elif dev.kind == "range":
-            self._send(key, msg.laser_scan(stamp, frame, r.values, dev.angle_min, dev.angle_increment,
-                                                dev.angle_max, dev.range_min, dev.range_max, dev.scan_time), stamp)
+            if wanted[key]:
+                tmpl = template(key, lambda: tpl.LaserScanTemplate(
+                    frame, len(r.values), dev.angle_min, dev.angle_increment, dev.angle_max, dev.range_min,
+                    dev.range_max, dev.scan_time))
+                self._send(key, tmpl.fill(stamp, r.values), stamp)
         elif dev.kind == "camera":
-            info = msg.camera_info(stamp, frame, dev.width, dev.height, dev.fx, dev.fy, dev.cx, dev.cy)
-            if r.values.color is not None:
-                self._send(dev.name + "/image_raw", msg.image(stamp, frame, r.values.color), stamp)
-                self._send(dev.name + "/camera_info", info, stamp)
-            if r.values.depth is not None:
-                self._send(dev.name + "/depth/image_raw", msg.image(stamp, frame, r.values.depth), stamp)
-                self._send(dev.name + "/depth/camera_info", info, stamp)
-                if dev.points:
-                    self._send(dev.name + "/points", msg.point_cloud(stamp, frame, r.values.depth, dev.fx, dev.fy,
-                                                                     dev.cx, dev.cy), stamp)
+            def info(key):
+                return template(key, lambda: tpl.CameraInfoTemplate(
+                    frame, dev.width, dev.height, dev.fx, dev.fy, dev.cx, dev.cy)).fill(stamp)
+
+            def image(key, pixels):
+                tmpl = template(key, lambda: tpl.ImageTemplate(frame, *pixels.shape[:2], *msg.image_encoding(pixels)))
+                return tmpl.fill(stamp, pixels)
+            color, depth = r.values.color, r.values.depth
+            name = dev.name
+            if color is not None:
+                if wanted[name + "/image_raw"]:
+                    self._send(name + "/image_raw", image(name + "/image_raw", color), stamp)
+                if wanted[name + "/camera_info"]:
+                    self._send(name + "/camera_info", info(name + "/camera_info"), stamp)
+            if depth is not None:
+                if wanted[name + "/depth/image_raw"]:
+                    self._send(name + "/depth/image_raw", image(name + "/depth/image_raw", depth), stamp)
+                if wanted[name + "/depth/camera_info"]:
+                    self._send(name + "/depth/camera_info", info(name + "/depth/camera_info"), stamp)
+                if dev.points and wanted[name + "/points"]:
+                    self._send(name + "/points", msg.point_cloud(stamp, frame, depth, dev.fx, dev.fy,
+                                                                 dev.cx, dev.cy), stamp)
 
     def _statuses(self, stats):
         rtf_target = float(self.config.get("real_time_factor", 1.0))

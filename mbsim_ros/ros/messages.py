@@ -4,7 +4,8 @@ Every builder returns the bytes ``bytes(TYPESTORE.serialize_cdr(msg, typename))`
 4-byte encapsulation header ``00 01 00 00`` followed by little-endian CDR (XCDR1), which is what
 ROS 2 puts on the wire and into rosbag2 files. (tf_message packs its CDR directly and image /
 point_cloud splice their bulk data into the typestore's serialization of the rest, for speed; the
-tests check their bytes against the typestore's.) The bytes go unchanged to whichever transport is active (rclpy, live DDS,
+tests check their bytes against the typestore's; the node's periodic messages come from the
+preallocated templates of ros/templates.py, checked the same way.) The bytes go unchanged to whichever transport is active (rclpy, live DDS,
 rosbag2 MCAP). The wire layout of every type here is the same in Humble and Jazzy.
 
 Times are simulation seconds (float) turned into builtin_interfaces/Time by `to_sec_nanosec`.
@@ -184,6 +185,18 @@ def image(stamp: float, frame: str, array, encoding: str | None = None) -> bytes
     `encoding` overrides the name only (e.g. "bgr8" for a (H, W, 3) uint8 array in BGR order).
     Data are little-endian (is_bigendian = 0), rows packed: step = W * bytes per pixel."""
     a = np.asarray(array)
+    name, pixel_bytes = image_encoding(a)
+    a = np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<"))
+    height, width = a.shape[:2]
+    msg = _T[IMAGE](header=header(stamp, frame), height=height, width=width,
+                    encoding=encoding or name, is_bigendian=0,
+                    step=width * pixel_bytes, data=_EMPTY_U8)
+    return _with_data(msg, IMAGE, a, tail=0)
+
+
+def image_encoding(array) -> tuple[str, int]:
+    """(encoding, bytes per pixel) of an image array, as `image` names it."""
+    a = np.asarray(array)
     if a.ndim == 2:
         channels = 1
     elif a.ndim == 3:
@@ -193,12 +206,7 @@ def image(stamp: float, frame: str, array, encoding: str | None = None) -> bytes
     name = _ENCODINGS.get((a.dtype.kind, a.dtype.itemsize, channels))
     if name is None:
         raise ValueError(f"no image encoding for dtype {a.dtype} with {channels} channel(s)")
-    a = np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<"))
-    height, width = a.shape[:2]
-    msg = _T[IMAGE](header=header(stamp, frame), height=height, width=width,
-                    encoding=encoding or name, is_bigendian=0,
-                    step=width * channels * a.dtype.itemsize, data=_EMPTY_U8)
-    return _with_data(msg, IMAGE, a, tail=0)
+    return name, channels * a.dtype.itemsize
 
 
 def camera_info(stamp: float, frame: str, width: int, height: int,

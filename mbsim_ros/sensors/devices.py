@@ -83,6 +83,7 @@ class Device:
         self.delay = _number(config.get("delay", 0.0), f"{where}.delay", low=0.0)
         self.saturate = bool(config.get("saturate", False))
         self.enabled = bool(config.get("enabled", True))
+        self.idle = False          # lazy publishing: nobody wants the readings now (set_idle)
         self.seed = seed
         self.dt = dt
         self.lag_steps = 1 if self.kind in KINEMATIC else 0
@@ -161,6 +162,27 @@ class Device:
             self.enabled = False                  # no data at all (Choreonoid would render COLOR)
 
     # -- state -------------------------------------------------------------------------------
+    @property
+    def enabled(self) -> bool:
+        """Whether the device samples: enabled by its configuration and not idle."""
+        return self._enabled and not self.idle
+
+    @enabled.setter
+    def enabled(self, on):
+        self._enabled = bool(on)
+
+    def set_idle(self, idle: bool, step: int) -> None:
+        """Stop sampling (idle: nothing renders, ray-casts or evaluates it; its last reading stays)
+        or start again after `step` steps of dt: the schedule then resumes at the first of the
+        device's own instants k / rate after that step, as if it had run all along."""
+        idle = bool(idle)
+        if idle == self.idle:
+            return
+        self.idle = idle
+        if not idle:
+            self.k_next = int(math.ceil(step * self.dt / self.period - 1e-6))
+            self._schedule(step)
+
     def reset(self):
         """Back to t = 0: the schedule, the queue, and the noise (re-seeded: same seed, same run)."""
         self.k_next = 0
