@@ -398,7 +398,7 @@ class Bridge:
                 if hil_ is not None and name in hil_.emulators:
                     hil_.emulators[name].submit(r.values, r.stamp, name)
         if rates["diagnostics_rate"].due(t) and wanted["diagnostics"]:
-            work.append(("diagnostics", t, self.runner_stats()))
+            work.append(("diagnostics", t, self.runner_stats))     # evaluated off the physics thread
         if work:
             self.publish_job(lambda: self._write(work))
         self.controller.apply(sim)
@@ -442,7 +442,7 @@ class Bridge:
                     gyro_variance=gyro.variance))
                 self._send(topic, tmpl.fill(ra.stamp, accel=ra.values, gyro=g), ra.stamp)
             elif kind == "diagnostics":
-                self._send("diagnostics", msg.diagnostics(item[1], self._statuses(item[2])), item[1])
+                self._send("diagnostics", msg.diagnostics(item[1], self._statuses(item[2]())), item[1])
 
     def _write_reading(self, dev, r, suffix=""):
         """suffix: "" for the sensor's topic, "/sim" for the simulated value beside a real device."""

@@ -20,6 +20,8 @@ DEFAULTS = {
     "hold": 2000.0,                 # joint springs holding the initial pose (0: off)
     "real_time_factor": 1.0,        # 0 = as fast as possible
     "catch_up": "compensatory",     # compensatory | conservative
+    "realtime_priority": 0,         # physics thread under SCHED_FIFO at this priority (1-99; 0 = off)
+    "cpu": None,                    # physics thread pinned to this core (None = anywhere)
     "namespace": "",                # "" = the first model's name
     "frame_prefix": "",             # prepended to every link and sensor frame id
     "seed": 0,                      # world noise seed
@@ -80,6 +82,8 @@ def _check(key, value, where):
         return value
     if key in FROM_MODEL and value is None:
         return default
+    if key == "cpu" and value is None:
+        return None
     if isinstance(default, (int, float)) or default is None:
         try:
             x = float(value)
@@ -88,6 +92,11 @@ def _check(key, value, where):
         positive = key.endswith("_rate") or key in FROM_MODEL
         if not math.isfinite(x) or x < 0 or (x == 0 and positive):
             raise ConfigError(f"{where}: {key} must be a finite number {'> 0' if positive else '>= 0'}, got {value!r}")
+        if key in ("realtime_priority", "cpu"):
+            if x != int(x) or (key == "realtime_priority" and x > 99):
+                raise ConfigError(f"{where}: {key} must be a whole number{' 0..99' if key == 'realtime_priority' else ' >= 0'}, "
+                                  f"got {value!r}")
+            return int(x)
         return int(x) if key == "seed" else x
     if isinstance(default, str):
         value = "" if value is None else str(value)

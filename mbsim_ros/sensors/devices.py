@@ -209,10 +209,15 @@ class Device:
         due = self.k_next * self.period
         self.next_step = max(step + 1, int(math.ceil(due / self.dt - 1e-6)) + self.lag_steps)
 
-    def taken(self, stamp):
-        """Advance the schedule past an acquisition at `stamp`; returns the time since the last one."""
+    def skip(self, stamp):
+        """Advance the schedule past the instant `stamp` without a sample (a frame the render
+        thread had no time for)."""
         self.k_next = int(math.floor(stamp / self.period + 1e-6)) + 1
         self._schedule(self.next_step)
+
+    def taken(self, stamp):
+        """Advance the schedule past an acquisition at `stamp`; returns the time since the last one."""
+        self.skip(stamp)
         dt = self.period if self.last_stamp is None else stamp - self.last_stamp
         self.last_stamp = stamp
         return dt
@@ -239,8 +244,9 @@ class Device:
             values = clipped
         return Reading(stamp, self.frame, values, saturated)
 
-    def finish_range(self, stamp, distances):
-        dt = self.taken(stamp)
+    def finish_range(self, stamp, distances, dt=None):
+        """dt: time since the previous sample when the schedule was advanced already (taken)."""
+        dt = self.taken(stamp) if dt is None else dt
         finite = np.isfinite(distances)
         out = distances.copy()
         if self.noise.active and finite.any():
@@ -249,8 +255,8 @@ class Device:
         out[finite & (out < self.range_min)] = -np.inf      # REP 117: too close
         return Reading(stamp, self.frame, out)
 
-    def finish_camera(self, stamp, color, depth):
-        dt = self.taken(stamp)
+    def finish_camera(self, stamp, color, depth, dt=None):
+        dt = self.taken(stamp) if dt is None else dt
         color_noise, depth_noise = self.noise
         if color is not None and color_noise.active:
             color = np.clip(np.rint(color_noise.apply(color.astype(np.float64) / 255.0, dt) * 255.0), 0, 255).astype(np.uint8)

@@ -243,7 +243,7 @@ def reference_write(bridge, work):
             bridge._send(topic, msg.imu(ra.stamp, bridge.frame(acc.frame), accel=ra.values, gyro=g,
                                         accel_variance=acc.variance, gyro_variance=gyro.variance), ra.stamp)
         elif kind == "diagnostics":
-            bridge._send("diagnostics", msg.diagnostics(item[1], bridge._statuses(item[2])), item[1])
+            bridge._send("diagnostics", msg.diagnostics(item[1], bridge._statuses(item[2]())), item[1])
 
 
 def published(model, overrides, seconds, reference):
