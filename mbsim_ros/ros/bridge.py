@@ -406,6 +406,9 @@ class Bridge:
     def _send(self, key, data, stamp):
         self.transport.publish(self.pubs[key], data, msg.to_nanoseconds(stamp))
 
+    def _send_ns(self, key, data, ns):
+        self.transport.publish(self.pubs[key], data, ns)
+
     def template(self, key, make):
         """The CDR template of publication `key` (made by make() on first use)."""
         tmpl = self.templates.get(key)
@@ -417,21 +420,25 @@ class Bridge:
         for item in work:
             kind = item[0]
             if kind == "clock":
-                self._send("clock", self.template("clock", tpl.ClockTemplate).fill(item[1]), item[1])
+                ns = msg.to_nanoseconds(item[1])
+                self._send_ns("clock", self.template("clock", tpl.ClockTemplate).fill(ns), ns)
             elif kind == "joint_states":
                 _, t, q, v, tau = item
+                ns = msg.to_nanoseconds(t)
                 tmpl = self.template("joint_states", lambda: tpl.JointStateTemplate(self.dof_names))
-                self._send("joint_states", tmpl.fill(t, q, v, tau), t)
+                self._send_ns("joint_states", tmpl.fill(ns, q, v, tau), ns)
             elif kind == "actuator_controls":
                 _, t, controls = item
+                ns = msg.to_nanoseconds(t)
                 tmpl = self.template("actuator_controls/state", lambda: tpl.JointStateTemplate(
                     self.actuator_names, position=False, velocity=False))
-                self._send("actuator_controls/state", tmpl.fill(t, effort=controls), t)
+                self._send_ns("actuator_controls/state", tmpl.fill(ns, effort=controls), ns)
             elif kind == "tf":
                 _, t, R, p = item
+                ns = msg.to_nanoseconds(t)
                 tmpl = self.template("tf", lambda: tpl.TfTemplate([m[:2] for m in self.moving]))
-                self._send("tf", tmpl.fill(t, R, p, self.tf_parent, self.tf_child, self.tf_child_R,
-                                           self.tf_child_p), t)
+                self._send_ns("tf", tmpl.fill(ns, R, p, self.tf_parent, self.tf_child, self.tf_child_R,
+                                              self.tf_child_p), ns)
             elif kind == "reading":
                 self._write_reading(item[1], item[2], item[3])
             elif kind == "imu":
@@ -440,14 +447,16 @@ class Bridge:
                 tmpl = self.template((topic, g is not None), lambda: tpl.ImuTemplate(
                     self.frame(acc.frame), accel=True, gyro=g is not None, accel_variance=acc.variance,
                     gyro_variance=gyro.variance))
-                self._send(topic, tmpl.fill(ra.stamp, accel=ra.values, gyro=g), ra.stamp)
+                ns = msg.to_nanoseconds(ra.stamp)
+                self._send_ns(topic, tmpl.fill(ns, accel=ra.values, gyro=g), ns)
             elif kind == "diagnostics":
                 self._send("diagnostics", msg.diagnostics(item[1], self._statuses(item[2]())), item[1])
 
     def _write_reading(self, dev, r, suffix=""):
         """suffix: "" for the sensor's topic, "/sim" for the simulated value beside a real device."""
         frame, stamp, key = self.frame(r.frame), r.stamp, dev.name + suffix
-        wanted, template = self.wanted, self.template
+        wanted, template, send = self.wanted, self.template, self._send_ns
+        ns = msg.to_nanoseconds(stamp)
         if dev.kind in ("accelerometer", "gyro"):
             if wanted[key]:
                 accel = dev.kind == "accelerometer"
@@ -455,36 +464,36 @@ class Bridge:
                     frame, accel=accel, gyro=not accel,
                     accel_variance=dev.variance if accel else (0.0,) * 3,
                     gyro_variance=(0.0,) * 3 if accel else dev.variance))
-                self._send(key, tmpl.fill(stamp, r.values, None) if accel else tmpl.fill(stamp, None, r.values), stamp)
+                send(key, tmpl.fill(ns, r.values, None) if accel else tmpl.fill(ns, None, r.values), ns)
         elif dev.kind == "force":
             if wanted[key]:
-                self._send(key, template(key, lambda: tpl.WrenchTemplate(frame)).fill(stamp, r.values), stamp)
+                send(key, template(key, lambda: tpl.WrenchTemplate(frame)).fill(ns, r.values), ns)
         elif dev.kind == "range":
             if wanted[key]:
                 tmpl = template(key, lambda: tpl.LaserScanTemplate(
                     frame, len(r.values), dev.angle_min, dev.angle_increment, dev.angle_max, dev.range_min,
                     dev.range_max, dev.scan_time))
-                self._send(key, tmpl.fill(stamp, r.values), stamp)
+                send(key, tmpl.fill(ns, r.values), ns)
         elif dev.kind == "camera":
             def info(key):
                 return template(key, lambda: tpl.CameraInfoTemplate(
-                    frame, dev.width, dev.height, dev.fx, dev.fy, dev.cx, dev.cy)).fill(stamp)
+                    frame, dev.width, dev.height, dev.fx, dev.fy, dev.cx, dev.cy)).fill(ns)
 
             def image(key, pixels):
                 tmpl = template(key, lambda: tpl.ImageTemplate(frame, *pixels.shape[:2], *msg.image_encoding(pixels)))
-                return tmpl.fill(stamp, pixels)
+                return tmpl.fill(ns, pixels)
             color, depth = r.values.color, r.values.depth
             name = dev.name
             if color is not None:
                 if wanted[name + "/image_raw"]:
-                    self._send(name + "/image_raw", image(name + "/image_raw", color), stamp)
+                    send(name + "/image_raw", image(name + "/image_raw", color), ns)
                 if wanted[name + "/camera_info"]:
-                    self._send(name + "/camera_info", info(name + "/camera_info"), stamp)
+                    send(name + "/camera_info", info(name + "/camera_info"), ns)
             if depth is not None:
                 if wanted[name + "/depth/image_raw"]:
-                    self._send(name + "/depth/image_raw", image(name + "/depth/image_raw", depth), stamp)
+                    send(name + "/depth/image_raw", image(name + "/depth/image_raw", depth), ns)
                 if wanted[name + "/depth/camera_info"]:
-                    self._send(name + "/depth/camera_info", info(name + "/depth/camera_info"), stamp)
+                    send(name + "/depth/camera_info", info(name + "/depth/camera_info"), ns)
                 if dev.points and wanted[name + "/points"]:
                     self._send(name + "/points", msg.point_cloud(stamp, frame, depth, dev.fx, dev.fy,
                                                                  dev.cx, dev.cy), stamp)

@@ -5,7 +5,9 @@ header have the same byte layout at every publication for a given world (the fra
 names, ray and pixel counts do not change), so each template lays its message out once, with
 every constant field written, and a publication only writes the stamp and the values in place
 through numpy views at offsets computed here, then copies the buffer out as `bytes` (the
-contract of every transport). No message object is built per publication.
+contract of every transport). No message object is built per publication. Stamps are integer
+nanoseconds (`messages.to_nanoseconds`, the unit transports log in), so a publication converts
+its time once.
 
 The bytes equal `messages.TYPESTORE.serialize_cdr` of the same message content (the tests check
 every template byte for byte against rosbags' serializer). CDR (XCDR1, little endian): a
@@ -23,7 +25,6 @@ import struct
 import numpy as np
 
 from .._kernel_cache import kernel_cache
-from .messages import to_sec_nanosec
 
 _HEADER = b"\x00\x01\x00\x00"     # CDR little endian, XCDR1
 
@@ -106,8 +107,8 @@ class Template:
         self.f32 = body.view("<f4")
         self.f64 = body.view("<f8")
 
-    def _stamp(self, at: int, stamp: float) -> None:
-        sec, nanosec = to_sec_nanosec(stamp)
+    def _stamp(self, at: int, ns: int) -> None:
+        sec, nanosec = divmod(ns, 1_000_000_000)      # builtin_interfaces/Time: nanosec in [0, 1e9)
         k = at >> 2
         self.i32[k] = sec
         self.u32[k + 1] = nanosec
@@ -147,8 +148,8 @@ class ImuTemplate(Template):
         self.accel = self.f64[k + 25:k + 28]
         self.has_accel, self.has_gyro = accel, gyro
 
-    def fill(self, stamp, accel=None, gyro=None) -> bytes:
-        self._stamp(self.stamp_at, stamp)
+    def fill(self, ns, accel=None, gyro=None) -> bytes:
+        self._stamp(self.stamp_at, ns)
         if accel is not None:
             self.accel[:] = accel
         if gyro is not None:
@@ -168,8 +169,8 @@ class WrenchTemplate(Template):
         self._finish(lay)
         self.values = self.f64[at >> 3:(at >> 3) + 6]
 
-    def fill(self, stamp, values6) -> bytes:
-        self._stamp(self.stamp_at, stamp)
+    def fill(self, ns, values6) -> bytes:
+        self._stamp(self.stamp_at, ns)
         self.values[:] = values6
         return self.data[:self.size].tobytes()
 
@@ -184,8 +185,8 @@ class ClockTemplate(Template):
         self.stamp_at = lay.time()
         self._finish(lay)
 
-    def fill(self, t) -> bytes:
-        self._stamp(0, t)
+    def fill(self, ns) -> bytes:
+        self._stamp(0, ns)
         return self.data[:self.size].tobytes()
 
 
@@ -209,8 +210,8 @@ class JointStateTemplate(Template):
                  for a, on in zip(at, (position, velocity, effort))]
         self.position, self.velocity, self.effort = views
 
-    def fill(self, stamp, position=None, velocity=None, effort=None) -> bytes:
-        self._stamp(self.stamp_at, stamp)
+    def fill(self, ns, position=None, velocity=None, effort=None) -> bytes:
+        self._stamp(self.stamp_at, ns)
         for view, values in ((self.position, position), (self.velocity, velocity), (self.effort, effort)):
             if view is not None:
                 view[:] = values
@@ -238,8 +239,8 @@ class CameraInfoTemplate(Template):
         lay.scalar("<B", 0)                # roi.do_rectify
         self._finish(lay)
 
-    def fill(self, stamp) -> bytes:
-        self._stamp(self.stamp_at, stamp)
+    def fill(self, ns) -> bytes:
+        self._stamp(self.stamp_at, ns)
         return self.data[:self.size].tobytes()
 
 
@@ -259,8 +260,8 @@ class LaserScanTemplate(Template):
         self._finish(lay)
         self.ranges = self.f32[at >> 2:(at >> 2) + int(n)]
 
-    def fill(self, stamp, ranges) -> bytes:
-        self._stamp(self.stamp_at, stamp)
+    def fill(self, ns, ranges) -> bytes:
+        self._stamp(self.stamp_at, ns)
         self.ranges[:] = ranges            # float64 -> float32 as np.float32 rounds
         return self.data[:self.size].tobytes()
 
@@ -283,11 +284,11 @@ class ImageTemplate(Template):
         lay.scalar("<I", self.nbytes)                     # data's count; the pixels follow
         self._finish(lay)
 
-    def fill(self, stamp, pixels) -> bytes:
+    def fill(self, ns, pixels) -> bytes:
         """pixels: a C-contiguous little-endian array of exactly the image's bytes."""
         if pixels.nbytes != self.nbytes:
             raise ValueError(f"image of {pixels.nbytes} bytes for a {self.nbytes}-byte template")
-        self._stamp(self.stamp_at, stamp)
+        self._stamp(self.stamp_at, ns)
         return b"".join((self.data[:self.size], pixels.reshape(-1).view(np.uint8)))
 
 
@@ -311,18 +312,18 @@ class TfTemplate(Template):
         self.stamp_index = np.array(stamps, dtype=np.int64)
         self.value_index = np.array(values, dtype=np.int64)
 
-    def fill_values(self, stamp, values) -> bytes:
+    def fill_values(self, ns, values) -> bytes:
         """values: (n, 7) translation and quaternion (x, y, z, w) per edge."""
-        sec, nanosec = to_sec_nanosec(stamp)
+        sec, nanosec = divmod(ns, 1_000_000_000)
         self.i32[self.stamp_index] = sec
         self.u32[self.stamp_index + 1] = nanosec
         _write_rows(self.f64, self.value_index, np.asarray(values, dtype=np.float64))
         return self.data[:self.size].tobytes()
 
-    def fill(self, stamp, link_R, link_p, parent, child, child_R, child_p) -> bytes:
+    def fill(self, ns, link_R, link_p, parent, child, child_R, child_p) -> bytes:
         """parent, child: link index per edge (parent -1: the world); child_R, child_p: the edge's
         child frame in its child link (identity where the frame is the link's)."""
-        sec, nanosec = to_sec_nanosec(stamp)
+        sec, nanosec = divmod(ns, 1_000_000_000)
         self.i32[self.stamp_index] = sec
         self.u32[self.stamp_index + 1] = nanosec
         tf_values(link_R, link_p, parent, child, child_R, child_p, self.f64, self.value_index)
