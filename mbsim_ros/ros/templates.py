@@ -86,36 +86,36 @@ class _Layout:
         return at
 
 
+_PACK_STAMP = struct.Struct("<iI").pack_into     # builtin_interfaces/Time: sec, nanosec
+_PACK_3D = struct.Struct("<3d").pack_into
+_PACK_6D = struct.Struct("<6d").pack_into
+
+
 class Template:
-    """A message laid out once: `data` holds the 4-byte header and the payload; the typed views
-    (u8, i32, u32, f32, f64) cover the payload from offset 0, so the element of a field at
-    payload offset `o` is view[o // itemsize]. `stamp_at` is the header stamp's payload offset."""
+    """A message laid out once: `buf` (a bytearray) holds the 4-byte header and the payload; the
+    numpy views (i32, u32, f32, f64) over `buf` cover the payload from offset 0, so the element
+    of a field at payload offset `o` is view[o // itemsize]. `stamp_at` is the header stamp's
+    payload offset. Small fixed fields are written with struct.pack_into (cheaper than numpy
+    for a few values), arrays through the views; the message leaves as bytes(buf)."""
 
     typename = ""
 
     def _finish(self, layout: _Layout) -> None:
-        payload = bytes(layout.out)
-        self.size = 4 + len(payload)
-        padded = len(payload) + (-len(payload) % 8)
-        self.data = np.zeros(4 + padded, dtype=np.uint8)
-        self.data[:4] = np.frombuffer(_HEADER, np.uint8)
-        self.data[4:4 + len(payload)] = np.frombuffer(payload, np.uint8)
-        body = self.data[4:]
-        self.u8 = body
-        self.i32 = body.view("<i4")
-        self.u32 = body.view("<u4")
-        self.f32 = body.view("<f4")
-        self.f64 = body.view("<f8")
+        self.buf = bytearray(_HEADER + bytes(layout.out))
+        self.size = n = len(self.buf)
+        payload = n - 4
+        self.i32 = np.frombuffer(self.buf, "<i4", payload // 4, 4)
+        self.u32 = np.frombuffer(self.buf, "<u4", payload // 4, 4)
+        self.f32 = np.frombuffer(self.buf, "<f4", payload // 4, 4)
+        self.f64 = np.frombuffer(self.buf, "<f8", payload // 8, 4)
 
     def _stamp(self, at: int, ns: int) -> None:
-        sec, nanosec = divmod(ns, 1_000_000_000)      # builtin_interfaces/Time: nanosec in [0, 1e9)
-        k = at >> 2
-        self.i32[k] = sec
-        self.u32[k + 1] = nanosec
+        sec, nanosec = divmod(ns, 1_000_000_000)      # nanosec in [0, 1e9), as builtin_interfaces
+        _PACK_STAMP(self.buf, 4 + at, sec, nanosec)
 
     def bytes(self) -> bytes:
         """The message as it stands."""
-        return self.data[:self.size].tobytes()
+        return bytes(self.buf)
 
 
 def _covariance(variances) -> np.ndarray:
@@ -143,18 +143,19 @@ class ImuTemplate(Template):
         values[28:37] = _covariance(accel_variance) if accel else _NO_DATA
         at = lay.array("f8", values)
         self._finish(lay)
-        k = at >> 3
-        self.gyro = self.f64[k + 13:k + 16]
-        self.accel = self.f64[k + 25:k + 28]
+        self.gyro_at = 4 + at + 13 * 8           # buffer offsets
+        self.accel_at = 4 + at + 25 * 8
         self.has_accel, self.has_gyro = accel, gyro
 
     def fill(self, ns, accel=None, gyro=None) -> bytes:
-        self._stamp(self.stamp_at, ns)
+        buf = self.buf
+        sec, nanosec = divmod(ns, 1_000_000_000)
+        _PACK_STAMP(buf, 4 + self.stamp_at, sec, nanosec)
         if accel is not None:
-            self.accel[:] = accel
+            _PACK_3D(buf, self.accel_at, accel[0], accel[1], accel[2])
         if gyro is not None:
-            self.gyro[:] = gyro
-        return self.data[:self.size].tobytes()
+            _PACK_3D(buf, self.gyro_at, gyro[0], gyro[1], gyro[2])
+        return bytes(buf)
 
 
 class WrenchTemplate(Template):
@@ -165,14 +166,15 @@ class WrenchTemplate(Template):
     def __init__(self, frame):
         lay = _Layout()
         self.stamp_at = lay.header(frame)
-        at = lay.array("f8", np.zeros(6))
+        self.values_at = 4 + lay.array("f8", np.zeros(6))
         self._finish(lay)
-        self.values = self.f64[at >> 3:(at >> 3) + 6]
 
     def fill(self, ns, values6) -> bytes:
-        self._stamp(self.stamp_at, ns)
-        self.values[:] = values6
-        return self.data[:self.size].tobytes()
+        buf, v = self.buf, values6
+        sec, nanosec = divmod(ns, 1_000_000_000)
+        _PACK_STAMP(buf, 4 + self.stamp_at, sec, nanosec)
+        _PACK_6D(buf, self.values_at, v[0], v[1], v[2], v[3], v[4], v[5])
+        return bytes(buf)
 
 
 class ClockTemplate(Template):
@@ -186,8 +188,9 @@ class ClockTemplate(Template):
         self._finish(lay)
 
     def fill(self, ns) -> bytes:
-        self._stamp(0, ns)
-        return self.data[:self.size].tobytes()
+        sec, nanosec = divmod(ns, 1_000_000_000)
+        _PACK_STAMP(self.buf, 4, sec, nanosec)
+        return bytes(self.buf)
 
 
 class JointStateTemplate(Template):
@@ -215,7 +218,7 @@ class JointStateTemplate(Template):
         for view, values in ((self.position, position), (self.velocity, velocity), (self.effort, effort)):
             if view is not None:
                 view[:] = values
-        return self.data[:self.size].tobytes()
+        return bytes(self.buf)
 
 
 class CameraInfoTemplate(Template):
@@ -241,7 +244,7 @@ class CameraInfoTemplate(Template):
 
     def fill(self, ns) -> bytes:
         self._stamp(self.stamp_at, ns)
-        return self.data[:self.size].tobytes()
+        return bytes(self.buf)
 
 
 class LaserScanTemplate(Template):
@@ -263,7 +266,7 @@ class LaserScanTemplate(Template):
     def fill(self, ns, ranges) -> bytes:
         self._stamp(self.stamp_at, ns)
         self.ranges[:] = ranges            # float64 -> float32 as np.float32 rounds
-        return self.data[:self.size].tobytes()
+        return bytes(self.buf)
 
 
 class ImageTemplate(Template):
@@ -289,7 +292,7 @@ class ImageTemplate(Template):
         if pixels.nbytes != self.nbytes:
             raise ValueError(f"image of {pixels.nbytes} bytes for a {self.nbytes}-byte template")
         self._stamp(self.stamp_at, ns)
-        return b"".join((self.data[:self.size], pixels.reshape(-1).view(np.uint8)))
+        return b"".join((self.buf, pixels.reshape(-1).view(np.uint8)))
 
 
 class TfTemplate(Template):
@@ -318,7 +321,7 @@ class TfTemplate(Template):
         self.i32[self.stamp_index] = sec
         self.u32[self.stamp_index + 1] = nanosec
         _write_rows(self.f64, self.value_index, np.asarray(values, dtype=np.float64))
-        return self.data[:self.size].tobytes()
+        return bytes(self.buf)
 
     def fill(self, ns, link_R, link_p, parent, child, child_R, child_p) -> bytes:
         """parent, child: link index per edge (parent -1: the world); child_R, child_p: the edge's
@@ -327,7 +330,7 @@ class TfTemplate(Template):
         self.i32[self.stamp_index] = sec
         self.u32[self.stamp_index + 1] = nanosec
         tf_values(link_R, link_p, parent, child, child_R, child_p, self.f64, self.value_index)
-        return self.data[:self.size].tobytes()
+        return bytes(self.buf)
 
 
 with kernel_cache("ros"):
