@@ -543,21 +543,22 @@ def _restore_os_scheduling(saved):
         _log.warning("could not restore the thread's scheduling after the run: %s", e)
 
 
-def apply_os_scheduling(priority: int = 0, cpu: int | None = None) -> str:
-    """Put the calling thread under SCHED_FIFO at `priority` (0: leave it) and/or on core `cpu`
-    (None: leave it). Returns what was done, or why not (no exception: the run goes on)."""
+def apply_os_scheduling(priority: int = 0, cpu: int | None = None, thread: int = 0) -> str:
+    """Put a thread (its native id; 0: the calling one) under SCHED_FIFO at `priority` (0: leave
+    it) and/or on core `cpu` (None: leave it). Returns what was done, or why not (no exception:
+    the run goes on)."""
     import os
     done = []
     if cpu is not None:
         try:
-            os.sched_setaffinity(0, {cpu})
+            os.sched_setaffinity(thread, {cpu})
             done.append(f"pinned to cpu {cpu}")
         except (OSError, AttributeError) as e:
             return (f"cannot pin the physics thread to cpu {cpu} ({e}); "
                     f"this machine has cpus {sorted(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else '?'}")
     if priority:
         try:
-            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+            os.sched_setscheduler(thread, os.SCHED_FIFO, os.sched_param(priority))
             done.insert(0, f"SCHED_FIFO priority {priority}")
         except PermissionError:
             return (f"real-time priority {priority} not permitted: needs CAP_SYS_NICE (e.g. root) or an rtprio "
@@ -625,6 +626,11 @@ class AsyncPublisher:
             self._cv.notify_all()
         self._thread.join(timeout)
         return not self._thread.is_alive()
+
+    @property
+    def native_id(self):
+        """The worker thread's native (OS) id."""
+        return self._thread.native_id
 
     def stats(self) -> dict:
         return {"submitted": self.submitted, "done": self.done, "dropped": self.dropped,

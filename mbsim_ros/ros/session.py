@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from .bridge import Bridge
-from .runner import AsyncPublisher, Runner
+from .runner import AsyncPublisher, Runner, apply_os_scheduling
 
 SWITCH_INTERVAL = 2e-4     # s, Python's thread switch interval during paced runs
 
@@ -32,19 +32,28 @@ class Session:
     to SWITCH_INTERVAL, so that the physics thread gets the interpreter back within that time
     when the publisher or render thread holds it (the default 5 ms is five steps at 1 kHz)."""
 
-    def __init__(self, sim, transport, config, log=None, progress=None, queue=256):
+    def __init__(self, sim, transport, config, log=None, progress=None, queue=256, jitter_window=4096):
         self.sim = sim
         self.transport = transport
         self.config = config
         rtf = config["real_time_factor"]
         self.publisher = AsyncPublisher(max_queue=queue) if rtf > 0 else None
         self.runner = Runner(sim, rtf=rtf, policy=config["catch_up"], progress=progress,
-                             realtime_priority=config.get("realtime_priority", 0), cpu=config.get("cpu"))
+                             realtime_priority=config.get("realtime_priority", 0), cpu=config.get("cpu"),
+                             jitter_window=jitter_window)
         self._switch_interval = None
         if rtf > 0:
             sim.render_in_thread(True)
             self._switch_interval = sys.getswitchinterval()
             sys.setswitchinterval(min(SWITCH_INTERVAL, self._switch_interval))
+            priority = config.get("realtime_priority", 0)
+            if priority:
+                # the physics thread waits for the GIL whenever these hold it: under ordinary
+                # scheduling on a busy machine they would keep it while descheduled (priority
+                # inversion), so they run real-time too, one level below the physics
+                worker = sim.optical_worker
+                for tid in (self.publisher.native_id, worker._thread.native_id):
+                    apply_os_scheduling(max(1, priority - 1), thread=tid)
         self.bridge = Bridge(sim, transport, config, publish=self.publisher.submit if self.publisher else None,
                              submit=self.runner.submit, log=log)
         self.bridge.runner_stats = self.runner.stats
