@@ -220,6 +220,8 @@ def test_joint_commands_track_a_position_with_the_pd_gains():
     ([], "sensors:\n  NoSuchSensor: {rate: 10}\n", "unknown sensor(s) NoSuchSensor"),
     ([], "dt: [0.001\n", "not valid YAML"),
     ([], "dtt: 0.001\n", "unknown setting 'dtt'"),
+    (["--realtime-priority", "100"], None, "realtime_priority must be a whole number 0..99"),
+    ([], "cpu: 1.5\n", "cpu must be a whole number >= 0"),
 ])
 def test_bad_input_ends_with_one_clear_line_and_status_2(tmp_path, capsys, args, config_text, message):
     extra = []
