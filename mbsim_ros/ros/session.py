@@ -61,6 +61,8 @@ class Session:
             self.bridge.hil.clock.schedule = self.runner.sim_time
         self.runner.on_step = self.bridge.on_step
         self.bridge.start()
+        if self.publisher is not None:      # the first messages (templates built, the TF kernel
+            self.publisher.flush()          # loaded) before the clock starts, not during the run
 
     def run(self, duration=None):
         return self.runner.run(duration)
