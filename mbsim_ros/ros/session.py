@@ -52,7 +52,7 @@ class Session:
                 # scheduling on a busy machine they would keep it while descheduled (priority
                 # inversion), so they run real-time too, one level below the physics
                 worker = sim.optical_worker
-                for tid in (self.publisher.native_id, worker._thread.native_id):
+                for tid in (self.publisher.native_id, worker.native_id):
                     apply_os_scheduling(max(1, priority - 1), thread=tid)
         self.bridge = Bridge(sim, transport, config, publish=self.publisher.submit if self.publisher else None,
                              submit=self.runner.submit, log=log)

@@ -6,9 +6,10 @@ physics thread only copies the link poses (a snapshot of the sample instant) and
 job; the worker renders into its own Scene (a Scene holds workspaces: one per thread) with the
 numba kernels, which release the GIL, so a 30 Hz frame costs the 1 kHz loop a few microseconds
 instead of milliseconds. The reading keeps its acquisition stamp and appears when the frame is
-done (as a real camera's frames arrive after their exposure). A device has at most one frame in
-flight: a sample due while the previous one is still rendering is skipped and counted
-(`OpticalWorker.skipped`), so a slow renderer lowers the frame rate instead of the step rate.
+done (as a real camera's frames arrive after their exposure). A device has at most MAX_IN_FLIGHT
+samples queued or rendering (a short stall of the render thread on a busy machine is caught up
+afterwards); a sample due beyond that is skipped and counted (`OpticalWorker.skipped`), so a
+renderer that cannot keep up lowers the frame rate instead of the step rate.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import threading
 
 import numpy as np
 
+MAX_IN_FLIGHT = 3
 
 def sense_optical(scene, dev, stamp, dt=None):
     """A range sensor's or camera's Reading at `stamp` from `scene` at its current poses; dt:
@@ -46,7 +48,7 @@ class OpticalWorker:
         self.scene = scene
         self._cv = threading.Condition(threading.Lock())
         self._jobs = collections.deque()
-        self._in_flight = set()          # device names queued or rendering
+        self._in_flight = collections.Counter()    # device name -> samples queued or rendering
         self._closing = False
         self.error = None                # the first exception a job raised (re-raised by submit)
         self.rendered = 0
@@ -61,23 +63,29 @@ class OpticalWorker:
             error, self.error = self.error, None
             raise RuntimeError(f"rendering on the worker thread failed: {error!r}") from error
         with self._cv:
-            if dev.name in self._in_flight:
+            if self._in_flight[dev.name] >= MAX_IN_FLIGHT:
                 self.skipped[dev.name] += 1
                 return False
-            self._in_flight.add(dev.name)
+            self._in_flight[dev.name] += 1
         dt = dev.taken(stamp)            # the schedule moves on in the physics thread, now
         with self._cv:
             self._jobs.append((dev, stamp, dt, link_R.copy(), link_p.copy()))
             self._cv.notify_all()
         return True
 
-    def busy(self, name) -> bool:
-        return name in self._in_flight
+    @property
+    def native_id(self):
+        """The worker thread's native (OS) id."""
+        return self._thread.native_id
+
+    def in_flight(self, name) -> int:
+        """How many samples of device `name` are queued or rendering."""
+        return self._in_flight[name]
 
     def flush(self, timeout=None) -> bool:
         """Wait until every queued sample is rendered and pushed; False on timeout."""
         with self._cv:
-            return self._cv.wait_for(lambda: not self._in_flight, timeout)
+            return self._cv.wait_for(lambda: not +self._in_flight, timeout)
 
     def close(self, timeout=10.0) -> bool:
         """Render what is queued, then end the thread."""
@@ -103,5 +111,5 @@ class OpticalWorker:
                 if self.error is None:
                     self.error = e
             with self._cv:
-                self._in_flight.discard(dev.name)
+                self._in_flight[dev.name] -= 1
                 self._cv.notify_all()

@@ -147,18 +147,19 @@ def test_rendering_on_a_thread_gives_the_same_frames():
 
 
 def test_a_busy_renderer_skips_frames_instead_of_steps():
-    """While a frame is still rendering, the next one is skipped and counted; the device's
-    schedule stays on its grid."""
+    """While a device has MAX_IN_FLIGHT samples queued or rendering, the next one is skipped and
+    counted; the device's schedule stays on its grid."""
+    from mbsim_ros.sensors.optical import MAX_IN_FLIGHT
     sim, _ = sr1()
     sim.render_in_thread(True)
     worker = sim.optical_worker
     dev = sim.devices["LeftCamera"]
     try:
-        worker._in_flight.add("LeftCamera")      # as if the previous frame were still rendering
+        worker._in_flight["LeftCamera"] = MAX_IN_FLIGHT     # as if that many frames were rendering
         sim.step(34)                             # t = 0 and 1/30 are due
         assert worker.skipped["LeftCamera"] == 2
         assert dev.last_stamp is None and dev.k_next == 2
-        worker._in_flight.discard("LeftCamera")
+        worker._in_flight["LeftCamera"] = 0
         sim.step(33)
         worker.flush()
         assert sim.readings()["LeftCamera"].stamp == pytest.approx(0.067, abs=1e-9)   # the step reaching 2/30
