@@ -25,9 +25,10 @@ class RclpyTransport(Transport):
     def __init__(self, node=None, node_name: str = "mbsim"):
         try:
             import rclpy
+            import rosidl_runtime_py.utilities  # noqa: F401 (message_class needs it: fail here, not at the first topic)
             from rclpy.executors import SingleThreadedExecutor
         except ImportError as e:
-            raise ImportError(f"rclpy is not importable ({e}): source a ROS 2 installation "
+            raise ImportError(f"the rclpy transport needs rclpy and rosidl_runtime_py ({e}): source a ROS 2 installation "
                               "(e.g. /opt/ros/jazzy/setup.bash) or use the DDS transport") from e
 
         super().__init__()
@@ -45,6 +46,9 @@ class RclpyTransport(Transport):
 
     def _advertise(self, pub: Publisher):
         return self.node.create_publisher(message_class(pub.typename), pub.topic, to_rclpy_qos(pub.qos))
+
+    def _unadvertise(self, pub: Publisher) -> None:
+        self.node.destroy_publisher(pub.impl)
 
     def publish(self, handle: Publisher, data: bytes, stamp_ns: int = 0) -> None:
         handle.impl.publish(bytes(data))  # bytes (not bytearray/memoryview): a serialized message

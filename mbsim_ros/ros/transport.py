@@ -112,6 +112,13 @@ class Transport:
         self._publishers[topic] = pub
         return pub
 
+    def unadvertise(self, handle: Publisher) -> None:
+        """Stop offering `handle`'s topic (a deleted model's sensors); publishing on it afterwards
+        is an error of the caller. A bag keeps what was recorded."""
+        if self._publishers.get(handle.topic) is handle:
+            del self._publishers[handle.topic]
+            self._unadvertise(handle)
+
     def publish(self, handle: Publisher, data: bytes, stamp_ns: int = 0) -> None:
         """Send serialized CDR bytes; stamp_ns is the log time where the transport records one
         (bags), else unused."""
@@ -178,6 +185,9 @@ class Transport:
     def _advertise(self, pub: Publisher):
         return None
 
+    def _unadvertise(self, pub: Publisher) -> None:
+        pass
+
     def _subscribe(self, sub: Subscription):
         return None
 
@@ -220,6 +230,10 @@ class FanoutTransport(Transport):
         handle.messages += 1
         handle.bytes += len(data)
 
+    def _unadvertise(self, pub):
+        for t, h in pub.impl:
+            t.unadvertise(h)
+
     def _subscribe(self, sub):
         live = [t for t in self.transports if t.receives]
         return [t.subscribe(sub.topic, sub.typename, sub.deliver, sub.qos) for t in live]
@@ -239,9 +253,12 @@ class FanoutTransport(Transport):
 
 
 def rclpy_available() -> bool:
-    """True where rclpy imports (a sourced ROS 2 installation with a matching Python)."""
+    """True where rclpy and rosidl_runtime_py (which the rclpy transport needs for the message
+    classes) import: a sourced ROS 2 installation with a matching Python. rclpy alone (a wheel
+    without the rest of ROS) is not enough: auto then takes DDS."""
     try:
         import rclpy  # noqa: F401
+        import rosidl_runtime_py.utilities  # noqa: F401
     except Exception:  # ImportError, or a sourced ROS whose C extensions do not load here
         return False
     return True
@@ -251,7 +268,7 @@ def transport_for(kind: str = "auto", *, node=None, domain_id: int | None = None
                   env=None) -> Transport:
     """The transport for `--transport auto|rclpy|dds|none`.
 
-    auto: rclpy when it imports, else live DDS through cyclonedds. rclpy: on `node` when given,
+    auto: rclpy when it imports (rclpy_available), else live DDS through cyclonedds. rclpy: on `node` when given,
     else on an own node with its own spin thread. dds: `domain_id` and `env` (default os.environ:
     ROS_DOMAIN_ID, ROS_AUTOMATIC_DISCOVERY_RANGE, ROS_LOCALHOST_ONLY, ROS_STATIC_PEERS,
     CYCLONEDDS_URI) as `DdsTransport` takes them. Bags are made with `bag.BagTransport(path)`.

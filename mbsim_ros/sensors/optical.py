@@ -23,8 +23,8 @@ MAX_IN_FLIGHT = 3
 def sense_optical(scene, dev, stamp, dt=None):
     """A range sensor's or camera's Reading at `stamp` from `scene` at its current poses; dt:
     the time since the device's previous sample (None: take it from the device's schedule now)."""
-    from ..render import cast_rays, render, sensor_pose
-    T = sensor_pose(scene, dev.sensor)
+    from ..render import cast_rays, render
+    T = scene.link_transform(dev.link) @ np.asarray(dev.sensor.pose, float)
     if dev.kind == "range":
         n = len(dev.angles)
         origins = np.broadcast_to(T[:3, 3], (n, 3)).copy()

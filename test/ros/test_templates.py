@@ -207,17 +207,16 @@ def reference_write(bridge, work):
         if kind == "clock":
             bridge._send("clock", msg.clock(item[1]), item[1])
         elif kind == "joint_states":
-            _, t, q, v, tau = item
-            bridge._send("joint_states", msg.joint_state(t, bridge.dof_names, q, v, tau), t)
+            _, t, q, v, tau, names = item
+            bridge._send("joint_states", msg.joint_state(t, names, q, v, tau), t)
         elif kind == "actuator_controls":
             _, t, controls = item
             bridge._send("actuator_controls/state", msg.joint_state(t, bridge.actuator_names, effort=controls), t)
         elif kind == "tf":
-            _, t, R, p = item
-            values = np.zeros((len(bridge.moving), 7))
-            tpl.tf_values(R, p, bridge.tf_parent, bridge.tf_child, bridge.tf_child_R, bridge.tf_child_p,
-                          values.reshape(-1), np.arange(len(values)) * 7)
-            bridge._send("tf", tf_reference(t, [e[:2] for e in bridge.moving], values), t)
+            _, t, R, p, (frames, parent, child, child_R, child_p) = item
+            values = np.zeros((len(frames), 7))
+            tpl.tf_values(R, p, parent, child, child_R, child_p, values.reshape(-1), np.arange(len(values)) * 7)
+            bridge._send("tf", tf_reference(t, frames, values), t)
         elif kind == "reading":
             dev, r, suffix = item[1], item[2], item[3]
             frame, stamp, key = bridge.frame(r.frame), r.stamp, dev.name + suffix
