@@ -6,7 +6,6 @@ import sys
 import warnings
 
 import numpy as np
-import pytest
 
 from mbsim_ros.ros import messages as m
 from mbsim_ros.ros.transport import Transport
