@@ -165,3 +165,43 @@ def test_a_busy_renderer_skips_frames_instead_of_steps():
         assert sim.readings()["LeftCamera"].stamp == pytest.approx(0.067, abs=1e-9)   # the step reaching 2/30
     finally:
         sim.render_in_thread(False)
+
+
+def test_the_render_thread_draws_a_changed_world():
+    """After a model joins the world (between steps), the worker renders the new world: the same
+    pixels as rendering inline, and the new model is in view (the frame changed)."""
+    from mbsim_ros.model import Joint, Link, Model
+    from mbsim_ros.model.model import Shape
+
+    def box():
+        m = Model("box")
+        m.add_link(Link("body", 1.0, np.zeros(3), np.eye(3) * 0.01,
+                        visuals=[Shape("box", size=[0.3, 0.3, 0.3], color=[1.0, 0.0, 0.0, 1.0])]))
+        m.add_joint(Joint("weld", "fixed", None, "body"))
+        return m.finalize()
+    inline, _ = sr1()
+    threaded, _ = sr1()
+    threaded.render_in_thread(True)
+    worker = threaded.optical_worker
+    try:
+        for sim in (inline, threaded):
+            sim.step(2)
+        worker.flush()
+        before = threaded.readings()["LeftCamera"].values.color.copy()
+        dev = inline.devices["LeftCamera"]
+        T = inline.link_transforms()[dev.link] @ dev.sensor.pose
+        ahead = T[:3, 3] - 0.8 * T[:3, 2]            # VRML cameras look along their -Z
+        for sim in (inline, threaded):
+            sim.add_model(box(), "box", (ahead, [0.0, 0.0, 0.0, 1.0]))
+        for _ in range(40):
+            inline.step()
+            threaded.step()
+            worker.flush()
+        a, b = inline.readings()["LeftCamera"], threaded.readings()["LeftCamera"]
+        assert a.stamp == b.stamp and a.stamp > 0.03
+        np.testing.assert_array_equal(a.values.color, b.values.color)
+        np.testing.assert_array_equal(a.values.depth, b.values.depth)
+        red = (b.values.color[..., 0] > 150) & (b.values.color[..., 1] < 60)
+        assert red.mean() > 0.05 and (b.values.color != before).any()
+    finally:
+        threaded.render_in_thread(False)
