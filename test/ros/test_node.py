@@ -67,9 +67,10 @@ def qos_of(topic):
     return LATCHED if topic.endswith(("tf_static", "robot_description")) else CLOCK_QOS if topic == "/clock" else KEEP_ALL
 
 
-def start_node(*ros_args, config=CONFIG, tmp=None, ns=NS):
-    """python -m mbsim_ros.ros.node in namespace `ns` with `config`, as a process with the
-    environment the test session began with (before `import opensim` changed LD_LIBRARY_PATH)."""
+def start_node(*ros_args, config=CONFIG, tmp=None, ns=NS, domain=None):
+    """python -m mbsim_ros.ros.node in namespace `ns` with `config` (on ROS domain `domain`, default
+    the session's), as a process with the environment the test session began with (before
+    `import opensim` changed LD_LIBRARY_PATH)."""
     args = [sys.executable, "-m", "mbsim_ros.ros.node", "--ros-args", "-r", f"__ns:={ns}"]
     if config:
         path = Path(tmp) / "sim_node.yaml"
@@ -80,6 +81,8 @@ def start_node(*ros_args, config=CONFIG, tmp=None, ns=NS):
     env = subprocess_env()
     env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     env["PYTHONUNBUFFERED"] = "1"
+    if domain is not None:
+        env["ROS_DOMAIN_ID"] = str(domain)
     return subprocess.Popen(args, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -115,9 +118,9 @@ class Probe:
     """A real rclpy node in this process, with use_sim_time (its clock follows /clock),
     recording (message, wall time) per topic; spun by a thread."""
 
-    def __init__(self, name="mbsim_probe"):
+    def __init__(self, name="mbsim_probe", domain=None):
         self.context = rclpy.Context()
-        rclpy.init(context=self.context)
+        rclpy.init(context=self.context, domain_id=domain)
         self.node = rclpy.create_node(name, context=self.context,
                                       parameter_overrides=[Parameter("use_sim_time", value=True)])
         self.lock = threading.Lock()
@@ -153,6 +156,16 @@ class Probe:
                 raise AssertionError(f"sim_node exited with {proc.returncode} while waiting for {what}")
             time.sleep(0.02)
         raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+
+    def node_time(self):
+        """The newest simulated time (the probe's use_sim_time clock: its time source takes the
+        newest /clock, while the recordings may lag behind)."""
+        return self.node.get_clock().now().nanoseconds * 1e-9
+
+    def wait_stamp(self, topic, t, since=0.0):
+        """Wait until `topic` has a message stamped t or later (received at or after `since`)."""
+        self.wait(f"{topic} at t = {t:.3f} s",
+                  lambda: any(stamp_of(x) >= t for x in self.messages(topic, since)), 60.0 + 30.0 * max(t - self.node_time(), 0))
 
     def wait_sim(self, seconds, timeout=None):
         """Wait until /clock has advanced by `seconds` of simulated time."""
@@ -424,11 +437,20 @@ def test_a_rate_set_at_run_time_applies(sim):
     within 5 %, then back to 100."""
     proc, out, probe = sim
     assert _set(probe, joint_state_rate=10)[0].successful
-    t0 = probe.sim_time() + 0.3
-    probe.wait_sim(3.5)
-    got = _rate(probe.messages(NS + "/joint_states"), t0, t0 + 3.0)
-    assert abs(got - 10.0) <= 0.5, got
-    assert _set(probe, joint_state_rate=100.0)[0].successful
+    try:
+        t0 = probe.node_time() + 0.3              # past the change, which applies at the next step
+        probe.wait_stamp(NS + "/joint_states", t0 + 3.0)
+        got = _rate(probe.messages(NS + "/joint_states"), t0, t0 + 3.0)
+        stamps = sorted(stamp_of(x) for x in probe.messages(NS + "/joint_states") if t0 - 0.2 <= stamp_of(x) < t0 + 3.2)
+        assert abs(got - 10.0) <= 0.5, f"{got}: {stamps}; {_diagnostics(probe)}"
+    finally:
+        assert _set(probe, joint_state_rate=100.0)[0].successful
+
+
+def _diagnostics(probe):
+    """The node's latest "mbsim: simulation" status values (runner statistics, messages dropped)."""
+    status = probe.messages("/diagnostics")[-1].status[0]
+    return {v.key: v.value for v in status.values}
 
 
 def _measured_rtf(probe, wall=4.0):
@@ -443,22 +465,36 @@ def _measured_rtf(probe, wall=4.0):
     return (sim1 - sim0) / (wall1 - wall0)
 
 
-def _node_rtf(probe):
-    """The node's own rtf_recent from its latest /diagnostics."""
-    status = probe.messages("/diagnostics")[-1].status[0]
-    return {v.key: v.value for v in status.values}.get("rtf_recent")
-
-
-def test_real_time_factor_two_is_measured_as_two(sim):
+def test_real_time_factor_two_is_measured_as_two(tmp_path):
     """real_time_factor 2 set at run time: the simulation advances 2 s per wall second within
-    5 % (the issue's tolerance), measured by /clock against this process's clock over 4 s."""
-    proc, out, probe = sim
-    assert _set(probe, real_time_factor=2.0)[0].successful
+    5 % (the issue's tolerance), measured by the probe's /clock time against this process's clock
+    over 4 s. A node of its own, in a DDS domain of its own (its /clock alone), without the
+    cameras and the range sensor (rendering) and with a probe that subscribes to nothing but
+    /clock, so that a loaded 2-core machine keeps up with 2x."""
+    domain = _other_domain()
+    light = BASE_CONFIG + "".join(f"  {s}: {{enabled: false}}\n" for s in ("LeftCamera", "RightCamera", "ChestRange"))
+    light = light.replace("  LeftCamera: {rate: 5.0}\n", "").replace("  RightCamera: {rate: 5.0}\n", "")
+    light = light.replace("  ChestRange: {rate: 10.0}\n", "")
+    proc = start_node(config=light, tmp=tmp_path, domain=domain)
+    out = Output(proc)
+    probe = Probe("mbsim_rtf_probe", domain=domain)
     try:
+        probe.wait("the node's parameters", lambda: probe.node.count_publishers("/clock") > 0, STARTUP, proc)
+        probe.wait("simulated time", lambda: probe.node.get_clock().now().nanoseconds > 5e8, STARTUP, proc)
+        assert _set(probe, real_time_factor=2.0)[0].successful
         rtf = _measured_rtf(probe)
-        assert abs(rtf - 2.0) <= 0.1, f"{rtf:.3f}; the node's rtf_recent: {_node_rtf(probe)}"
+        assert abs(rtf - 2.0) <= 0.1, rtf
     finally:
-        assert _set(probe, real_time_factor=1.0)[0].successful
+        probe.close()
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+        out.thread.join(5)
+        print(out.text[-3000:])
+
+
+def _other_domain():
+    """A ROS domain beside the session's (100-199, conftest) for a node of its own."""
+    return (int(os.environ["ROS_DOMAIN_ID"]) - 100 + 50) % 100 + 100
 
 
 def test_hold_and_catch_up_change_at_run_time(sim):
@@ -474,36 +510,43 @@ def test_pause_freezes_clock_and_step_advances_one_dt(sim):
     from std_srvs.srv import SetBool, Trigger
     proc, out, probe = sim
     assert _set(probe, clock_rate=1000.0)[0].successful     # a /clock per step
-    assert probe.call(SetBool, NS + "/pause", SetBool.Request(data=True)).success
-    probe.wait("the paused parameter", lambda: _params(probe, ["paused"])["paused"] is True, 10)
-    time.sleep(0.3)                           # what was in flight arrives
-    n, t = len(probe.messages("/clock")), probe.sim_time()
-    time.sleep(1.0)
-    assert len(probe.messages("/clock")) == n and probe.sim_time() == t
-    r = probe.call(Trigger, NS + "/step", Trigger.Request())
-    assert r.success
-    probe.wait("the stepped /clock", lambda: probe.sim_time() > t, 10)
-    assert probe.sim_time() == pytest.approx(t + 0.001, abs=1e-9)
-    assert float(r.message.split()[2]) == pytest.approx(t + 0.001, abs=1e-6)
-    assert _set(probe, paused=False, clock_rate=RATES["clock_rate"]).__len__() == 2
+    try:
+        assert probe.call(SetBool, NS + "/pause", SetBool.Request(data=True)).success
+        probe.wait("the paused parameter", lambda: _params(probe, ["paused"])["paused"] is True, 10)
+
+        def last_arrival():
+            with probe.lock:
+                return probe.got["/clock"][-1][1]
+        # frozen: /clock falls silent (once what was in flight, and this reader's backlog, is in)
+        probe.wait("/clock to fall silent", lambda: time.monotonic() - last_arrival() > 1.5)
+        n, t = len(probe.messages("/clock")), probe.sim_time()
+        time.sleep(1.0)
+        assert len(probe.messages("/clock")) == n and probe.sim_time() == t
+        r = probe.call(Trigger, NS + "/step", Trigger.Request())
+        assert r.success
+        probe.wait("the stepped /clock", lambda: probe.sim_time() > t, 10)
+        assert probe.sim_time() == pytest.approx(t + 0.001, abs=1e-9)
+        assert float(r.message.split()[2]) == pytest.approx(t + 0.001, abs=1e-6)
+    finally:
+        # the parameter resumes as the service does
+        assert all(r.successful for r in _set(probe, paused=False, clock_rate=RATES["clock_rate"]))
     assert _params(probe, ["paused", "clock_rate"]) == {"paused": False, "clock_rate": RATES["clock_rate"]}
-    probe.wait_sim(0.2)                              # the parameter resumed as the service does
+    probe.wait_sim(0.2)
 
 
 def test_reset_restarts_at_zero_and_every_topic_keeps_flowing(sim):
     from std_srvs.srv import Trigger
     proc, out, probe = sim
-    probe.wait_sim(0.5)
-    assert probe.sim_time() > 1.0
+    assert probe.node_time() > 1.0
     since = time.monotonic()
     assert probe.call(Trigger, NS + "/reset", Trigger.Request()).success
-    probe.wait("/clock back near 0", lambda: any(stamp_of(x) < 0.1 for x in probe.messages("/clock", since)))
-    probe.wait("1 s after the reset", lambda: probe.sim_time() > 1.0 and stamp_of(probe.messages("/clock")[-1]) < 5)
     for topic in TOPICS:
         if topic in ("/tf_static", NS + "/robot_description", NS + "/RightAnkleForceSensor"):
             continue
-        after = [x for x in probe.messages(topic, since) if stamp_of(x) < 1.0]
-        assert after, f"{topic}: nothing within 1 s of simulated time after the reset"
+        probe.wait(f"{topic} within 1 s of simulated time after the reset",
+                   lambda: any(stamp_of(x) < 1.0 for x in probe.messages(topic, since)))
+    first = min(stamp_of(x) for x in probe.messages("/clock", since))
+    assert first <= 0.05                    # /clock restarted at 0 (best effort: the first few may be lost)
 
 
 def test_set_source_switches_a_ros_device(sim):
@@ -548,27 +591,28 @@ def test_set_source_switches_a_ros_device(sim):
 
 def test_joint_commands_reach_the_joints(sim):
     """An effort on one joint held by the hold springs (2000 N m/rad) turns it by effort / 2000 =
-    0.05 rad for 100 N m; within 0.02 rad (gravity's torque on the arm changes as it turns, and
-    the arm's dynamics has not fully settled in 1.5 s)."""
+    0.05 rad for 100 N m; within 0.01 rad (gravity's torque on the forearm changes as it turns).
+    Angles are means over 0.2 s of joint_states, 2 s after the last reset (the robot has landed)
+    and 1.5 s after each command (the hold springs are critically damped: settled)."""
     from sensor_msgs.msg import JointState
     proc, out, probe = sim
     joint = "RARM_ELBOW"
-    names = list(probe.messages(NS + "/joint_states")[-1].name)
-    k = names.index(joint)
+    topic = NS + "/joint_states"
+    k = list(probe.messages(topic)[-1].name).index(joint)
+    since = time.monotonic()               # (after the reset test: earlier messages repeat these stamps)
 
-    def angle():
-        return np.mean([x.position[k] for x in probe.messages(NS + "/joint_states")[-20:]])
-    before = angle()
+    def angle_at(t):
+        probe.wait_stamp(topic, t, since)
+        return np.mean([x.position[k] for x in probe.messages(topic, since) if t - 0.2 <= stamp_of(x) <= t])
+    before = angle_at(max(probe.node_time(), 2.5))
     pub = probe.node.create_publisher(JointState, NS + "/joint_commands", 10)
     try:
         probe.wait("the node's joint_commands subscription", lambda: pub.get_subscription_count() > 0, 10)
         pub.publish(JointState(name=[joint], effort=[100.0]))
-        probe.wait_sim(1.5)
-        turned = angle() - before
-        assert turned == pytest.approx(0.05, abs=0.02), turned
+        turned = angle_at(probe.node_time() + 1.5) - before
+        assert turned == pytest.approx(0.05, abs=0.01), turned
         pub.publish(JointState(name=[joint], effort=[0.0]))
-        probe.wait_sim(1.5)
-        assert angle() == pytest.approx(before, abs=0.01)
+        assert angle_at(probe.node_time() + 1.5) == pytest.approx(before, abs=0.005)
     finally:
         probe.node.destroy_publisher(pub)
 
@@ -581,10 +625,10 @@ def test_a_signal_ends_the_node_with_status_0_and_a_complete_bag(tmp_path, signu
     its metadata counts."""
     from rosbags.rosbag2 import Reader
     bag = tmp_path / "bag"
-    ns = "/SR1stop"               # beside the module's node (both publish /clock)
-    proc = start_node(f"bag:={bag}", config=BASE_CONFIG, tmp=tmp_path, ns=ns)
+    ns, domain = "/SR1stop", _other_domain()       # beside the module's node
+    proc = start_node(f"bag:={bag}", config=BASE_CONFIG, tmp=tmp_path, ns=ns, domain=domain)
     out = Output(proc)
-    probe = Probe("mbsim_signal_probe")
+    probe = Probe("mbsim_signal_probe", domain=domain)
     try:
         probe.subscribe(ns + "/joint_states", m.JOINT_STATE, KEEP_ALL)
         probe.wait("0.5 s of simulated time", lambda: any(stamp_of(x) >= 0.5 for x in probe.messages(ns + "/joint_states")),
