@@ -248,12 +248,14 @@ def _rate(msgs, t_from, t_to):
 
 
 def test_rates_on_simulated_time(sim):
-    """Each topic's messages per simulated second, from their stamps over 4 s of simulated time,
-    within 5 % of the configured rate (the issue's tolerance; a schedule on simulated time is
-    exact, so only lost messages could move it)."""
+    """Each topic's rate on simulated time, from its messages' stamps over 4 s: every stamp on
+    its k / rate grid and their spacing 1 / rate, within 5 % (the issue's tolerance; the schedule
+    is exact, so this fails for a wrong rate and for counters that lose steps). Delivery counted
+    apart: all but 10 % of the scheduled messages arrive here (reliable topics: Fast DDS on a
+    loaded 2-core machine still loses an occasional small message behind a burst of images;
+    /clock is best effort, rclcpp's ClockQoS, and loses more under load: half)."""
     proc, out, probe = sim
-    t0 = probe.sim_time() + 0.5
-    probe.wait_sim(5.0)
+    t0 = probe.node_time() + 0.5
     span = (t0, t0 + 4.0)
     expected = {"/clock": RATES["clock_rate"], NS + "/joint_states": RATES["joint_state_rate"],
                 "/tf": RATES["tf_rate"], "/diagnostics": RATES["diagnostics_rate"]}
@@ -262,25 +264,19 @@ def test_rates_on_simulated_time(sim):
     for cam in ("LeftCamera", "RightCamera"):
         for kind in ("image_raw", "camera_info", "depth/image_raw", "depth/camera_info"):
             expected[f"{NS}/{cam}/{kind}"] = SENSOR_RATES[cam]
-    # each topic arrives with its own lag behind /clock (publishing images takes longer): wait
-    # until every one has a message past the span
-    probe.wait("every topic past the span", lambda: all(
-        any(stamp_of(x) >= span[1] for x in probe.messages(t)) for t in expected if t != "/clock"))
+    # each topic arrives with its own lag (publishing images takes longer): wait for each
+    for topic in expected:
+        probe.wait_stamp(topic, span[1])
     for topic, rate in expected.items():
-        stamps = np.array(sorted({stamp_of(x) for x in probe.messages(topic)}))
-        if topic == "/clock":
-            # best effort (rclcpp's ClockQoS, what TimeSource reads): the wire may drop some under
-            # load, so the schedule is what is checked: every stamp on the k / rate grid, the
-            # spacing 1 / rate, most of them there
-            k = stamps * rate
-            assert np.abs(k - np.round(k)).max() < 1e-6, topic
-            assert np.median(np.diff(stamps)) == pytest.approx(1.0 / rate, rel=1e-6)
-            assert _rate(probe.messages(topic), *span) > 0.5 * rate
-            continue
-        got = _rate(probe.messages(topic), *span)
+        stamps = np.array(sorted({stamp_of(x) for x in probe.messages(topic) if span[0] <= stamp_of(x) < span[1]}))
+        k = stamps * rate
+        assert np.abs(k - np.round(k)).max() < 1e-6, f"{topic}: stamps off the 1/{rate:g} s grid: {stamps}"
+        got = 1.0 / np.median(np.diff(stamps))
+        assert abs(got - rate) <= 0.05 * rate, f"{topic}: {got:g} Hz, configured {rate:g} Hz"
         grid = np.arange(np.ceil(span[0] * rate - 1e-6), np.ceil(span[1] * rate - 1e-6)) / rate
-        missing = [g for g in grid if not np.isclose(stamps, g, atol=1e-6).any()]
-        assert abs(got - rate) <= 0.05 * rate, f"{topic}: {got:g} Hz, configured {rate:g} Hz; missing {missing}"
+        missing = [round(g, 6) for g in grid if not np.isclose(stamps, g, atol=1e-6).any()]
+        allowed = 0.5 if topic == "/clock" else 0.1
+        assert len(missing) <= allowed * len(grid), f"{topic}: {len(missing)} of {len(grid)} missing: {missing}"
 
 
 def test_imu_at_rest_reads_plus_g_with_the_rep145_markers(sim):
@@ -479,11 +475,14 @@ def test_real_time_factor_two_is_measured_as_two(tmp_path):
     out = Output(proc)
     probe = Probe("mbsim_rtf_probe", domain=domain)
     try:
+        probe.subscribe("/diagnostics", m.DIAGNOSTIC_ARRAY, KEEP_ALL)
         probe.wait("the node's parameters", lambda: probe.node.count_publishers("/clock") > 0, STARTUP, proc)
         probe.wait("simulated time", lambda: probe.node.get_clock().now().nanoseconds > 5e8, STARTUP, proc)
         assert _set(probe, real_time_factor=2.0)[0].successful
         rtf = _measured_rtf(probe)
-        assert abs(rtf - 2.0) <= 0.1, rtf
+        stats = _diagnostics(probe)
+        assert stats["target_rtf"] == "2"                # applied
+        assert abs(rtf - 2.0) <= 0.1, f"measured {rtf:.3f}; the node's own statistics: {stats}"
     finally:
         probe.close()
         proc.send_signal(signal.SIGINT)
@@ -591,7 +590,8 @@ def test_set_source_switches_a_ros_device(sim):
 
 def test_joint_commands_reach_the_joints(sim):
     """An effort on one joint held by the hold springs (2000 N m/rad) turns it by effort / 2000 =
-    0.05 rad for 100 N m; within 0.01 rad (gravity's torque on the forearm changes as it turns).
+    0.05 rad for 100 N m, and by 0.025 rad once `hold` is set to 4000 at run time; within 0.01
+    and 0.005 rad (gravity's torque on the forearm changes as it turns).
     Angles are means over 0.2 s of joint_states, 2 s after the last reset (the robot has landed)
     and 1.5 s after each command (the hold springs are critically damped: settled)."""
     from sensor_msgs.msg import JointState
@@ -611,9 +611,14 @@ def test_joint_commands_reach_the_joints(sim):
         pub.publish(JointState(name=[joint], effort=[100.0]))
         turned = angle_at(probe.node_time() + 1.5) - before
         assert turned == pytest.approx(0.05, abs=0.01), turned
+        # hold set at run time: twice as stiff, half the turn
+        assert _set(probe, hold=4000.0)[0].successful
+        turned = angle_at(probe.node_time() + 1.5) - before
+        assert turned == pytest.approx(0.025, abs=0.005), turned
         pub.publish(JointState(name=[joint], effort=[0.0]))
         assert angle_at(probe.node_time() + 1.5) == pytest.approx(before, abs=0.005)
     finally:
+        _set(probe, hold=2000.0)
         probe.node.destroy_publisher(pub)
 
 
