@@ -11,6 +11,9 @@ its default does not override the config file's value (dt left at 0.001: the con
 model's time_step, else 0.001); the runtime ones are set to the values in force once the
 configuration is read. A duration (the config's, else the model's end_time) pauses the
 simulation there; the pause service (false) or `paused` false goes on past it.
+Models: `model` (config/sim.yaml), or "topic:/robot_description" (wait for the URDF on that
+topic), or "param:robot_description"; with `model` empty and the robot_description parameter
+set, that robot (with a ground plane under a floating one).
 Topic namespace: the node's namespace, or the first model's name when the node has none.
 Services (`create_services`, all under the topic namespace NS): NS/pause (std_srvs/SetBool),
 NS/step and NS/reset (std_srvs/Trigger); for each sensor with a real device (the config's
@@ -48,6 +51,11 @@ PARAMETERS = {
     "diagnostics_rate": (1.0, (0.001, 1e6), True, "/diagnostics rate in Hz of simulated time"),
     "hold": (2000.0, (0.0, 1e9), True, "stiffness of the springs holding the joints at their initial pose "
                                        "(0: off; changeable at run time where the world started with hold > 0)"),
+    "z_up": (False, None, False, "true: OpenSim models (y up) turned to stand in the z-up world"),
+    "on_ground": (False, None, False, "lower every floating model onto what is below it at the start"),
+    "ground": (True, None, False, "a ground plane under a floating first model with nothing to stand on"),
+    "robot_description": ("", None, False, "URDF text: with model '' the robot simulated (as gazebo spawns "
+                                           "robot_description); model 'param:NAME' reads the parameter NAME"),
     "paused": (False, None, True, "true pauses the simulation, false runs it (as the pause service)"),
 }
 # the configuration keys among the parameters (the others are the node's own: bag, paused)
@@ -155,6 +163,46 @@ def create_services(node, session) -> list:
     return services
 
 
+def description_reader(node, timeout: float = 30.0):
+    """read(source) -> URDF text for the models "param:NAME" (this node's parameter NAME, e.g.
+    robot_description as ros2_control launch files pass it) and "topic:/NAME" (the latest
+    message on a transient-local std_msgs/String topic, as ros_gz_sim create -topic reads it;
+    waits up to `timeout` s). ConfigError naming the source when there is nothing."""
+    import time
+
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+    from std_msgs.msg import String
+
+    def read(source):
+        kind, _, name = source.partition(":")
+        if kind == "param":
+            if not node.has_parameter(name):
+                node.declare_parameter(name, "")
+            text = node.get_parameter(name).value
+            if not isinstance(text, str) or not text.strip():
+                raise ConfigError(f"model {source!r}: the node's parameter {name!r} is not set (expected URDF text)")
+            return text
+        got = []
+        qos = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL, reliability=ReliabilityPolicy.RELIABLE)
+        sub = node.create_subscription(String, name, lambda m: got.append(m.data), qos)
+        executor = SingleThreadedExecutor(context=node.context)
+        executor.add_node(node)
+        try:
+            deadline = time.monotonic() + timeout
+            while not got and time.monotonic() < deadline:
+                executor.spin_once(timeout_sec=0.1)
+        finally:
+            executor.remove_node(node)
+            executor.shutdown()
+            node.destroy_subscription(sub)
+        if not got:
+            raise ConfigError(f"model {source!r}: no robot description on {name} within {timeout:g} s "
+                              "(is robot_state_publisher running?)")
+        return got[-1]
+    return read
+
+
 def _start(node, log, values):
     """(session, config, models) from the parameter values; ConfigError/ModelError/OSError/
     ImportError on bad input (the caller says it in one line and exits 2)."""
@@ -174,10 +222,12 @@ def _start(node, log, values):
     # said before the heavy part: the first start compiles the numba kernels for minutes
     log.info(f"loading {config['model'] or 'the bundled SR1 world'} and compiling the simulation "
              "kernels (minutes on a first start; cached afterwards)")
-    models, notes = load_world(config)
+    if not config["model"] and values["robot_description"]:
+        config["model"] = "param:robot_description"      # as gazebo spawns robot_description
+    models, notes = load_world(config, description_reader(node))
     for note in notes:
         log.warning(note)
-    sim = simulation(models, config)
+    sim = simulation(models, config, log=log.warning)
     transport = RclpyTransport(node)
     if values["bag"]:
         transport = FanoutTransport([transport, BagTransport(values["bag"])])

@@ -53,6 +53,8 @@ def test_a_missing_message_package_makes_auto_use_dds_and_rclpy_fail_with_one_li
     with pytest.raises(ImportError) as e:
         transport_for("rclpy")
     assert str(e.value) == f"--transport rclpy: {why}"
+    with pytest.raises(ImportError, match="no_such_msgs"):     # made directly (the node): at once
+        RclpyTransport(node_name="mbsim_missing")
     pytest.importorskip("cyclonedds")
     notes = []
     t = transport_for("auto", domain_id=203, env={"ROS_AUTOMATIC_DISCOVERY_RANGE": "OFF"}, note=notes.append)
