@@ -219,11 +219,11 @@ def _start(node, log, values):
     config = config_from_parameters(values, node.get_namespace())
     if values["bag"] and os.path.exists(values["bag"]):
         raise OSError(f"bag {values['bag']}: already exists (rosbag2 refuses to overwrite a bag too)")
+    if not config["model"] and values["robot_description"]:
+        config["model"] = "param:robot_description"      # as gazebo spawns robot_description
     # said before the heavy part: the first start compiles the numba kernels for minutes
     log.info(f"loading {config['model'] or 'the bundled SR1 world'} and compiling the simulation "
              "kernels (minutes on a first start; cached afterwards)")
-    if not config["model"] and values["robot_description"]:
-        config["model"] = "param:robot_description"      # as gazebo spawns robot_description
     models, notes = load_world(config, description_reader(node))
     for note in notes:
         log.warning(note)
