@@ -604,7 +604,7 @@ def test_joint_commands_reach_the_joints(sim):
     def angle_at(t):
         probe.wait_stamp(topic, t, since)
         return np.mean([x.position[k] for x in probe.messages(topic, since) if t - 0.2 <= stamp_of(x) <= t])
-    before = angle_at(max(probe.node_time(), 2.5))
+    before = angle_at(max(probe.node_time() + 0.3, 2.5))
     pub = probe.node.create_publisher(JointState, NS + "/joint_commands", 10)
     try:
         probe.wait("the node's joint_commands subscription", lambda: pub.get_subscription_count() > 0, 10)
