@@ -18,8 +18,11 @@ def _ros_interfaces():
         import rosidl_generator_py  # noqa: F401  (the generator wheels, test extra on CPython 3.11 x86_64)
     except ImportError:
         return "the ROS 2 Jazzy wheels (test extra, CPython 3.11 on x86_64 only) are not installed"
-    from ros_interfaces.build import ensure, environment
-    prefix = ensure(log=lambda text: print(f"conftest: {text}", file=sys.stderr))
+    from ros_interfaces.build import BuildError, ensure, environment
+    try:
+        prefix = ensure(log=lambda text: print(f"conftest: {text}", file=sys.stderr))
+    except BuildError as e:   # (.ci/run builds them first and stops there on failure)
+        return f"the ROS interface packages of test/ros_interfaces did not build: {str(e).splitlines()[0]}"
     env = environment(prefix)
     os.environ.update(env)
     for path in reversed(env["PYTHONPATH"].split(os.pathsep)):
@@ -49,6 +52,8 @@ def subprocess_env(**extra) -> dict:
     env = dict(_ENVIRONMENT)
     env.update({k: str(v) for k, v in extra.items()})
     return env
+
+
 OWN_MODELS = HERE / "models"
 SHARED_MODELS = pathlib.Path(os.environ.get(
     "MBSIM_SHARED_MODELS", HERE.parent.parent / "shared" / "models")).resolve()

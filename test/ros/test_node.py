@@ -465,12 +465,15 @@ def test_real_time_factor_two_is_measured_as_two(tmp_path):
     """real_time_factor 2 set at run time: the simulation advances 2 s per wall second within
     5 % (the issue's tolerance), measured by the probe's /clock time against this process's clock
     over 4 s. A node of its own, in a DDS domain of its own (its /clock alone), without the
-    cameras and the range sensor (rendering) and with a probe that subscribes to nothing but
-    /clock, so that a loaded 2-core machine keeps up with 2x."""
+    cameras and the range sensor (rendering), its other topics at 10 Hz, and a probe that reads
+    little more than /clock, so that a 2-core machine keeps up with 2x (this world steps at
+    about 3x real time on one loaded core here: a machine busier than that fails this test, and
+    the message shows the node's own overruns)."""
     domain = _other_domain()
-    light = BASE_CONFIG + "".join(f"  {s}: {{enabled: false}}\n" for s in ("LeftCamera", "RightCamera", "ChestRange"))
-    light = light.replace("  LeftCamera: {rate: 5.0}\n", "").replace("  RightCamera: {rate: 5.0}\n", "")
-    light = light.replace("  ChestRange: {rate: 10.0}\n", "")
+    light = ("joint_state_rate: 10\ntf_rate: 10\nclock_rate: 100\nsensors:\n"
+             + "".join(f"  {s}: {{enabled: false}}\n" for s in ("LeftCamera", "RightCamera", "ChestRange"))
+             + "".join(f"  {s}: {{rate: 10}}\n" for s in ("WaistAccelSensor", "WaistGyro", "LeftAnkleForceSensor",
+                                                            "RightAnkleForceSensor")))
     proc = start_node(config=light, tmp=tmp_path, domain=domain)
     out = Output(proc)
     probe = Probe("mbsim_rtf_probe", domain=domain)
