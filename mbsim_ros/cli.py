@@ -49,7 +49,8 @@ def cmd_run(args):
     from .ros.config import load_config
     from .ros.session import Session, simulation
     from .ros.world import load_world
-    from .ros.transport import FanoutTransport, transport_for
+    from .ros.transport import FanoutTransport
+    from .ros.transport_choice import transport_for
 
     overrides = dict(model=_model_entries(args.models, args.pose), dt=args.dt, duration=args.duration, integrator=args.integrator,
                      contact=args.contact, hold=args.hold, real_time_factor=args.rtf, seed=args.seed,
@@ -75,7 +76,7 @@ def cmd_run(args):
     live = "no live topics"
     if args.transport != "none":
         try:
-            transports.append(transport_for(args.transport))
+            transports.append(transport_for(args.transport, note=lambda text: print(f"note: {text}", file=sys.stderr)))
             live = _live_topics(transports[0])
         except ImportError as e:
             if args.transport != "auto":

@@ -61,6 +61,9 @@ def ros_name(text: str) -> str:
     return name if name and not name[0].isdigit() else "_" + name
 
 
+RATES = ("joint_state_rate", "tf_rate", "clock_rate", "diagnostics_rate")   # configuration keys, Hz
+
+
 class Rate:
     """Due at k / rate on the simulation clock."""
 
@@ -168,8 +171,7 @@ class Bridge:
         self.ns = "/" + "/".join(ros_name(p) for p in given.split("/")) if given else "/" + ros_name(sim.entities[0])
         self._first = sim.entities[0]
         self.prefix = config.get("frame_prefix", "")
-        self.rates = {key: Rate(min(float(config[key]), 1.0 / sim.dt))
-                      for key in ("joint_state_rate", "tf_rate", "clock_rate", "diagnostics_rate")}
+        self.rates = {key: Rate(min(float(config[key]), 1.0 / sim.dt)) for key in RATES}
         self.subscriber_rate = Rate(min(10.0, 1.0 / sim.dt))
         self._layout()
         self.controller = JointController(sim, self.dofs, config.get("pd_gains", {}))
@@ -316,6 +318,25 @@ class Bridge:
             if dev.name not in always:
                 keys = self.device_keys(dev)
                 dev.set_idle(bool(keys) and not any(self.wanted[k] for k in keys), step)
+
+    def reset(self):
+        """After the simulation went back to t = 0 (in the physics thread): every rate counts
+        from 0 again, so each topic flows from the first step on."""
+        for rate in (*self.rates.values(), self.subscriber_rate):
+            rate.k = 0
+
+    def set_rate(self, key, hz):
+        """Change one of RATES (Hz > 0; capped at the physics rate) from the next step on; call
+        it in the physics thread (a Runner's submit)."""
+        if key not in RATES:
+            raise ValueError(f"{key}: not a rate; expected one of {', '.join(RATES)}")
+        hz = float(hz)
+        if not (math.isfinite(hz) and hz > 0):
+            raise ValueError(f"{key} must be a rate in Hz > 0, got {hz}")
+        rate = Rate(min(hz, 1.0 / self.sim.dt))
+        rate.k = int(math.floor(self.sim.t / rate.period + 1e-9)) + 1    # due at the next multiple
+        self.rates[key] = rate
+        self.config[key] = hz
 
     def _model_topics(self):
         """{key: (topic, type, qos)} of what the world's models publish: descriptions, sensors."""
