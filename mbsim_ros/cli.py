@@ -28,7 +28,8 @@ def cmd_run(args):
     from .ros.config import load_config
     from .ros.session import Session, simulation
     from .ros.world import load_world
-    from .ros.transport import FanoutTransport, transport_for
+    from .ros.transport import FanoutTransport
+    from .ros.transport_choice import transport_for
 
     overrides = dict(model=",".join(args.models) or None, dt=args.dt, duration=args.duration, integrator=args.integrator,
                      contact=args.contact, hold=args.hold, real_time_factor=args.rtf, seed=args.seed,
@@ -45,7 +46,7 @@ def cmd_run(args):
     transports = []
     if args.transport != "none":
         try:
-            transports.append(transport_for(args.transport))
+            transports.append(transport_for(args.transport, note=lambda text: print(f"note: {text}", file=sys.stderr)))
         except ImportError as e:
             if args.transport != "auto":
                 raise

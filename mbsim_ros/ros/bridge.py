@@ -49,6 +49,9 @@ def ros_name(text: str) -> str:
     return name if name and not name[0].isdigit() else "_" + name
 
 
+RATES = ("joint_state_rate", "tf_rate", "clock_rate", "diagnostics_rate")   # configuration keys, Hz
+
+
 class Rate:
     """Due at k / rate on the simulation clock."""
 
@@ -137,8 +140,7 @@ class Bridge:
         self.log = log or (lambda text: None)
         self.ns = "/" + ros_name(config.get("namespace") or sim.models[0].name)
         self.prefix = config.get("frame_prefix", "")
-        self.rates = {key: Rate(min(float(config[key]), 1.0 / sim.dt))
-                      for key in ("joint_state_rate", "tf_rate", "clock_rate", "diagnostics_rate")}
+        self.rates = {key: Rate(min(float(config[key]), 1.0 / sim.dt)) for key in RATES}
         self._layout()
         self.controller = JointController(sim, self.dofs, config.get("pd_gains", {}))
         self.actuator_names = list(sim.actuator_names)
@@ -262,6 +264,25 @@ class Bridge:
         if self.hil is not None:
             self.hil.start(t)
         self.on_step(sim)              # the initial state at t
+
+    def reset(self):
+        """After the simulation went back to t = 0 (in the physics thread): every rate counts
+        from 0 again, so each topic flows from the first step on."""
+        for rate in self.rates.values():
+            rate.k = 0
+
+    def set_rate(self, key, hz):
+        """Change one of RATES (Hz > 0; capped at the physics rate) from the next step on; call
+        it in the physics thread (a Runner's submit)."""
+        if key not in RATES:
+            raise ValueError(f"{key}: not a rate; expected one of {', '.join(RATES)}")
+        hz = float(hz)
+        if not (math.isfinite(hz) and hz > 0):
+            raise ValueError(f"{key} must be a rate in Hz > 0, got {hz}")
+        rate = Rate(min(hz, 1.0 / self.sim.dt))
+        rate.k = int(math.floor(self.sim.t / rate.period + 1e-9)) + 1    # due at the next multiple
+        self.rates[key] = rate
+        self.config[key] = hz
 
     def close(self):
         """Stop what start() started besides the transport (serial ports and their threads)."""

@@ -91,6 +91,10 @@ CLOCK = "rosgraph_msgs/msg/Clock"
 STRING = "std_msgs/msg/String"
 DIAGNOSTIC_ARRAY = "diagnostic_msgs/msg/DiagnosticArray"
 FLOAT64_MULTI_ARRAY = "std_msgs/msg/Float64MultiArray"
+# every type the bridge and the device bridges publish or subscribe (rclpy needs each one's
+# Python message package: transport_choice checks them)
+TYPES = (IMU, WRENCH_STAMPED, LASER_SCAN, IMAGE, CAMERA_INFO, POINT_CLOUD2, JOINT_STATE, TF_MESSAGE,
+         CLOCK, STRING, DIAGNOSTIC_ARRAY, FLOAT64_MULTI_ARRAY)
 
 _T = TYPESTORE.types
 _Time = _T["builtin_interfaces/msg/Time"]

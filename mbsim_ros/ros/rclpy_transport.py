@@ -7,12 +7,7 @@ import threading
 
 from .qos import to_rclpy_qos
 from .transport import Publisher, Subscription, Transport
-
-
-def message_class(typename: str):
-    """The rosidl Python class of "pkg/msg/Name" (rclpy needs it to create endpoints)."""
-    from rosidl_runtime_py.utilities import get_message
-    return get_message(typename)
+from .transport_choice import message_class
 
 
 class RclpyTransport(Transport):

@@ -203,6 +203,25 @@ class Runner:
         Immediate when run() is not active."""
         self.submit(self._do_reset)
 
+    def set_pacing(self, rtf: float | None = None, policy: str | None = None):
+        """Change the real-time factor and/or the catch-up policy between steps (checked as the
+        constructor checks them, ValueError here); the pacing reference restarts there, so the
+        new pace holds from that step on."""
+        if rtf is not None:
+            rtf = float(rtf)
+            if not (np.isfinite(rtf) and rtf >= 0):
+                raise ValueError(f"rtf must be a real-time factor >= 0 (0: as fast as possible), got {rtf}")
+        if policy is not None and policy not in POLICIES:
+            raise ValueError(f"policy {policy!r}: expected one of {', '.join(POLICIES)}")
+
+        def apply():
+            if rtf is not None:
+                self.rtf = rtf
+            if policy is not None:
+                self.policy = policy
+        apply.repace = True
+        self.submit(apply)
+
     def submit(self, fn):
         """Queue fn() to run in the physics thread between steps, in submission order (e.g. to
         set sim.tau). Never blocks. When run() is not active, fn() runs now, in this thread.
@@ -335,6 +354,10 @@ class Runner:
                     ref = perf()
                     k = 0
                     self._pace = (ref, sim.t)
+                    rtf = self.rtf                        # set_pacing may have changed them
+                    paced = rtf > 0
+                    period = dt / rtf if paced else 0.0
+                    conservative = self.policy == "conservative"
             if remaining is not None:
                 if remaining <= 0:
                     if paced:      # end when the wall clock reaches the sim time stepped to
@@ -395,7 +418,7 @@ class Runner:
                 commands = list(self._commands)
                 self._commands.clear()
             for fn in commands:
-                if fn == self._do_reset:
+                if fn == self._do_reset or getattr(fn, "repace", False):
                     rereference = True
                 fn()
             with cv:

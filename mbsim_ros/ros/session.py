@@ -2,6 +2,8 @@
 Runner. Shared by `mbsim run` and the rclpy sim_node, so both behave the same."""
 from __future__ import annotations
 
+import math
+
 from .bridge import Bridge
 from .runner import AsyncPublisher, Runner
 
@@ -44,9 +46,40 @@ class Session:
 
     def reset(self):
         """Back to t = 0 between steps (Runner.reset), with the configuration's actuator switch
-        again (sim.reset turns the actuators on)."""
+        again (sim.reset turns the actuators on) and the bridge's rates counting from 0 (every
+        topic flows again from the first step)."""
         self.runner.reset()
-        self.runner.submit(lambda: setattr(self.sim, "actuators_enabled", self.config["actuators_enabled"]))
+
+        def after():
+            self.sim.actuators_enabled = self.config["actuators_enabled"]
+            self.bridge.reset()
+        self.runner.submit(after)
+
+    def set_rate(self, key, hz):
+        """One of the bridge's RATES (joint_state_rate, tf_rate, clock_rate, diagnostics_rate)
+        from the next step on; ValueError for a bad key or value."""
+        from .bridge import RATES
+        if key not in RATES or not (math.isfinite(float(hz)) and float(hz) > 0):
+            raise ValueError(f"{key} = {hz}: expected one of {', '.join(RATES)} with a rate in Hz > 0")
+        self.runner.submit(lambda: self.bridge.set_rate(key, hz))
+
+    def set_real_time_factor(self, rtf):
+        """The runner's real-time factor (0: as fast as possible) from the next step on."""
+        self.runner.set_pacing(rtf=rtf)
+        self.config["real_time_factor"] = float(rtf)
+
+    def set_catch_up(self, policy):
+        """The runner's catch-up policy (compensatory | conservative) from the next step on."""
+        self.runner.set_pacing(policy=policy)
+        self.config["catch_up"] = policy
+
+    def set_hold(self, stiffness):
+        """The stiffness of the springs holding the initial pose (world.set_hold) from the next
+        step on; ValueError where the world was loaded without them."""
+        from .world import set_hold
+        set_hold(self.sim, stiffness, check_only=True)
+        self.runner.submit(lambda: set_hold(self.sim, stiffness))
+        self.config["hold"] = float(stiffness)
 
     def pause_at(self, t_end):
         """Pause the runner when the simulation reaches t_end (the step nearest it), each time it
