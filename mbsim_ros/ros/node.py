@@ -11,6 +11,9 @@ its default does not override the config file's value (dt left at 0.001: the con
 model's time_step, else 0.001); the runtime ones are set to the values in force once the
 configuration is read. A duration (the config's, else the model's end_time) pauses the
 simulation there; the pause service (false) or `paused` false goes on past it.
+Models: `model` (config/sim.yaml), or "topic:/robot_description" (wait for the URDF on that
+topic), or "param:robot_description"; with `model` empty and the robot_description parameter
+set, that robot (with a ground plane under a floating one).
 Topic namespace: the node's namespace, or the first model's name when the node has none.
 Services (`create_services`): simulation_interfaces (the ROS 2 simulator standard,
 ros/sim_services.py) under the node's name, /mbsim/... (<node namespace>/mbsim/...), as Gazebo
@@ -332,6 +335,42 @@ def create_services(node, session, quit=None) -> list:
     return services
 
 
+def description_reader(node, timeout: float = 30.0):
+    """read(source) -> URDF text for the models "param:NAME" (this node's parameter NAME, e.g.
+    robot_description as ros2_control launch files pass it) and "topic:/NAME" (the latest
+    message on a transient-local std_msgs/String topic, as ros_gz_sim create -topic reads it;
+    waits up to `timeout` s). ConfigError naming the source when there is nothing."""
+    import time
+
+    import rclpy
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+    from std_msgs.msg import String
+
+    def read(source):
+        kind, _, name = source.partition(":")
+        if kind == "param":
+            if not node.has_parameter(name):
+                node.declare_parameter(name, "")
+            text = node.get_parameter(name).value
+            if not isinstance(text, str) or not text.strip():
+                raise ConfigError(f"model {source!r}: the node's parameter {name!r} is not set (expected URDF text)")
+            return text
+        got = []
+        qos = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL, reliability=ReliabilityPolicy.RELIABLE)
+        sub = node.create_subscription(String, name, lambda m: got.append(m.data), qos)
+        try:
+            deadline = time.monotonic() + timeout
+            while not got and time.monotonic() < deadline:
+                rclpy.spin_once(node, timeout_sec=0.1)
+        finally:
+            node.destroy_subscription(sub)
+        if not got:
+            raise ConfigError(f"model {source!r}: no robot description on {name} within {timeout:g} s "
+                              "(is robot_state_publisher running?)")
+        return got[-1]
+    return read
+
+
 def _start(node, log, values):
     """(session, config, models) from the parameter values; ConfigError/ModelError/OSError/
     ImportError on bad input (the caller says it in one line and exits 2)."""
@@ -351,10 +390,14 @@ def _start(node, log, values):
     # said before the heavy part: the first start compiles the numba kernels for minutes
     log.info(f"loading {config['model'] or 'the bundled SR1 world'} and compiling the simulation "
              "kernels (minutes on a first start; cached afterwards)")
-    models, notes = load_world(config)
+    if not node.has_parameter("robot_description"):
+        node.declare_parameter("robot_description", "")
+    if not config["model"] and node.get_parameter("robot_description").value:
+        config["model"] = "param:robot_description"      # as gazebo spawns robot_description
+    models, notes = load_world(config, description_reader(node))
     for note in notes:
         log.warning(note)
-    sim = simulation(models, config)
+    sim = simulation(models, config, log=log.warning)
     transport = RclpyTransport(node)
     if values["bag"]:
         transport = FanoutTransport([transport, BagTransport(values["bag"])])

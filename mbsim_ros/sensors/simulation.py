@@ -25,68 +25,62 @@ class Simulation(dynamics.Simulation):
     sensor of the models is a SensorConfigError. Readings appear once their device has sampled."""
 
     def __init__(self, models, dt: float = 0.001, integrator: str = "semi-implicit-euler",
-                 contact=None, max_contacts: int = 64, seed: int = 0, sensors=None, **solver_options):
+                 contact=None, max_contacts: int = 64, seed: int = 0, sensors=None, poses=None,
+                 **solver_options):
         self.devices = {}
-        super().__init__(models, dt, integrator, contact, max_contacts, **solver_options)
+        super().__init__(models, dt, integrator, contact, max_contacts, poses, **solver_options)
         self.seed = int(seed)
-        config = dict(sensors or {})
-        owners = {}
-        for model in self.models:
+        config = {}
+        for key, cfg in dict(sensors or {}).items():    # qualified or unambiguous bare names
+            try:
+                entity, bare = self.names.resolve("sensor", key)
+            except KeyError as e:
+                raise SensorConfigError(f"sensors: {e.args[0]}") from None
+            config[self.names.world(entity, "sensor", bare)] = cfg
+        for entity, model in zip(self.entities, self.models):
             for s in model.sensors:
-                if s.name in owners:
-                    raise SensorConfigError(f"sensor name {s.name!r} appears in models {owners[s.name].name!r} and "
-                                            f"{model.name!r}: sensor names must be unique in a world (they name topics)")
-                owners[s.name] = model
-        unknown = sorted(set(config) - set(owners))
-        if unknown:
-            raise SensorConfigError(f"sensors: unknown sensor(s) {', '.join(unknown)}; the models have "
-                                    f"{', '.join(sorted(owners)) or 'no sensors'}")
-        for model in self.models:
-            for s in model.sensors:
-                cfg = config.get(s.name) or {}
+                name = self.names.world(entity, "sensor", s.name)
+                cfg = config.get(name) or {}
                 if not isinstance(cfg, dict):
-                    raise SensorConfigError(f"sensors.{s.name}: expected a mapping, got {cfg!r}")
-                self.devices[s.name] = Device(s, model, cfg, self.seed, self.dt)
+                    raise SensorConfigError(f"sensors.{name}: expected a mapping, got {cfg!r}")
+                self.devices[name] = self._device(entity, model, s, cfg)
+        self._setup_sensing()
+
+    def _device(self, entity, model, sensor, cfg):
+        return Device(sensor, model, cfg, self.seed, self.dt, name=self.names.world(entity, "sensor", sensor.name),
+                      link=self.names.world(entity, "link", sensor.link))
+
+    def _setup_sensing(self):
         self._setup_kinematic()
         self._scene = None
         self._sense_df, self._sense_data = self.compiled.new_data()
         self._pose_df, self._pose_data = self.compiled.new_data()
 
+    def _world_changed(self, old_entities):
+        """Keep the devices of the models that stay (schedules, queues, noise state); new
+        models' sensors start sampling from now (default settings)."""
+        devices = {}
+        for entity, model in zip(self.entities, self.models):
+            for s in model.sensors:
+                name = self.names.world(entity, "sensor", s.name)
+                if entity in old_entities and name in self.devices:
+                    devices[name] = self.devices[name]
+                else:
+                    devices[name] = self._device(entity, model, s, {})
+                    devices[name].start_at(self._steps)
+        self.devices = devices
+        self._setup_sensing()
+
     # -- setup ------------------------------------------------------------------------------
     def _link_index(self, device):
-        try:
-            return self.compiled.link_names.index(device.link)
-        except ValueError:
-            raise SensorConfigError(f"sensor {device.name!r}: its link {device.link!r} is not in the model") from None
-
-    def _setup_kinematic(self):
-        """Arrays for sense_kernel: each accelerometer/gyro/force sensor's body and its frame there."""
-        tree = self.compiled.tree
-        kin = [d for d in self.devices.values() if d.kind in KINEMATIC]
-        n = len(kin)
-        self._kin = kin
-        self._kin_slot = {d.name: k for k, d in enumerate(kin)}
-        self._kin_kind = np.array([KIND_CODES[d.kind] for d in kin], dtype=np.int64)
-        self._kin_body = np.zeros(n, dtype=np.int64)
-        self._kin_R = np.zeros((n, 3, 3))
-        self._kin_p = np.zeros((n, 3))
-        self._kin_out = np.zeros((n, 6))
-        self._tau_scratch = np.zeros(self.nv)
-        for k, d in enumerate(kin):
-            li = self._link_index(d)
-            b = int(tree.link_body[li])
-            if d.kind == "force":
-                self._check_force_sensor(d, li, b)
-            pose = d.sensor.pose
-            self._kin_body[k] = b
-            self._kin_R[k] = tree.link_R[li] @ pose[:3, :3]
-            self._kin_p[k] = tree.link_R[li] @ pose[:3, 3] + tree.link_p[li]
+        return self.compiled.link_names.index(device.link)
 
     def _check_force_sensor(self, device, link_index, body):
         """A force sensor reads its joint's reaction: it needs a moving joint of its own, and no
         loop closure may cross its subtree (loop forces are not among the sensed external forces)."""
-        tree, names = self.compiled.tree, self.compiled.link_names
+        tree = self.compiled.tree
         model = device.model
+        mi = next(k for k, m in enumerate(self.models) if m is model)
         joint = next((j for j in model.joints if j.child == device.link), None)
         if body < 0 or joint is None or joint.type == "fixed":
             raise SensorConfigError(
@@ -98,11 +92,14 @@ class Simulation(dynamics.Simulation):
             if tree.parent[i] >= 0 and below[tree.parent[i]]:
                 below[i] = True
         def inside(link):      # None: the world, outside every subtree
-            return link is not None and tree.link_body[names.index(link)] >= 0 and below[tree.link_body[names.index(link)]]
+            if link is None:
+                return False
+            b = tree.link_body[self.compiled.link_index(mi, link)]
+            return b >= 0 and below[b]
         crossing = [(f"loop closure {loop.name!r}", loop.link1, loop.link2) for loop in model.constraints]
-        # force elements whose constraint rows (motors, guides, spring stops) carry forces too
-        crossing += [(f"{what} {name!r}", l1, l2) for what, name, l1, l2 in self.forces.constrained
-                     if l1 is not None or l2 is not None]
+        # force elements of this model whose constraint rows (motors, guides, spring stops) carry forces too
+        crossing += [(f"{what} {name!r}", l1, l2) for what, name, l1, l2, m in self.forces.constrained
+                     if m == mi and (l1 is not None or l2 is not None)]
         for what, l1, l2 in crossing:
             if inside(l1) != inside(l2):
                 raise SensorConfigError(
@@ -111,6 +108,7 @@ class Simulation(dynamics.Simulation):
 
     # -- stepping ---------------------------------------------------------------------------
     def reset(self):
+        """As dynamics.Simulation.reset, and every device back to t = 0."""
         super().reset()
         for d in getattr(self, "devices", {}).values():
             d.reset()
@@ -180,10 +178,10 @@ class Simulation(dynamics.Simulation):
         return self._scene
 
     def _sense_optical(self, devices, stamp):
-        from ..render import cast_rays, render, sensor_pose
+        from ..render import cast_rays, render
         scene = self.scene                       # posed once at the current state
         for dev in devices:
-            T = sensor_pose(scene, dev.sensor)
+            T = scene.link_transform(dev.link) @ np.asarray(dev.sensor.pose, float)
             if dev.kind == "range":
                 n = len(dev.angles)
                 origins = np.broadcast_to(T[:3, 3], (n, 3)).copy()
