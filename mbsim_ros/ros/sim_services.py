@@ -4,15 +4,19 @@ Transport-independent: every method takes plain request fields and returns plain
 result code of simulation_interfaces/msg/Result (or a service's own code); node.py fills the
 rosidl responses from them. Constants are the package's (mbsim_ros/data/interfaces).
 
-Entities are the models, by name. GetEntityState also takes "<model>/<link>" for any link
-(the model's root link for "<model>"). Poses, twists and accelerations are in the world frame
-(header.frame_id "world"): the twist of a link is the world-frame linear velocity of its origin
-and its world-frame angular velocity (common_interfaces' convention), the acceleration likewise,
-taken from the last step (v_after - v_before) / dt, which is the acceleration the integrator
-applied (contact and constraint forces included); it is zero where no step has been taken since
-the state was set (t = 0, after a reset or SetEntityState).
-SetEntityState's pose, twist and the frame they are given in: "" or "world", or another entity
-("<model>" or "<model>/<link>"), whose current pose and velocity they are relative to.
+Entities are the models, by their entity names (Simulation.model_names). GetEntityState also
+takes "<model>/<link>" for any link (the model's root link for "<model>"). Poses, twists and
+accelerations are in the world frame (header.frame_id "world"): the twist of a link is the
+world-frame linear velocity of its origin and its world-frame angular velocity (common_interfaces'
+convention), the acceleration the classical one of its origin over the last step
+(Simulation.link_pose, link_twist, link_acceleration).
+SetEntityState's pose and twist are those of the model's root link in a frame: "" or "world", or
+another entity ("<model>" or "<model>/<link>"), whose current pose and velocity they are relative
+to. A model with a free root is teleported; another is moved rigidly (its world frame), without
+a twist.
+SpawnEntity loads a file URI (file://, package://, a path) or a resource string in any of our
+formats (spawn_formats) and adds it between steps (Session.spawn: topics, TF, description like a
+model loaded at start); entity_namespace is not supported (NAMESPACE_INVALID unless empty).
 
 Simulation states: playing (the runner paces), paused, stopped (a reset to t = 0, then paused:
 what a STOPPED request does; play or step leave it), quitting (the node shuts down).
@@ -52,79 +56,28 @@ F = dict(SPAWNING=0, DELETING=1, ENTITY_CATEGORIES=8, SPAWNING_RESOURCE_STRING=9
 
 # file extension -> the format name spawn_formats lists
 SPAWN_FORMATS = {".urdf": "urdf", ".wrl": "vrml", ".osim": "osim", ".yaml": "chrono_yaml", ".yml": "chrono_yaml"}
-NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
-
-
-class Entity:
-    """A model's place in the world: its index, q and v offsets in the Simulation's state."""
-
-    def __init__(self, sim, name):
-        for k, model in enumerate(sim.models):
-            if model.name == name:
-                break
-        else:
-            raise KeyError(name)
-        self.model = model
-        self.q0 = sum(m.nq for m in sim.models[:k])
-        self.v0 = sum(m.nv for m in sim.models[:k])
-
-    def root(self):
-        """The joint without a parent (the model's attachment to the world)."""
-        return next(j for j in self.model.joints if j.parent is None) if self.model.joints else None
 
 
 class SimulationInterfaces:
     """The services over `session` (ros/session.py). quit(): what STATE_QUITTING does (the node
-    shuts down); None: quitting is refused."""
+    shuts down); None: quitting is refused. spawnable_dirs: folders whose model files
+    GetSpawnables lists besides the bundled models."""
 
     def __init__(self, session, quit=None, spawnable_dirs=()):
         self.session = session
         self.runner = session.runner
         self.quit = quit
         self.stopped = False                 # reset and paused by a STOPPED request, not stepped since
-        self.initial = [m.name for m in session.sim.models]
+        self.initial = list(session.sim.model_names)     # what ResetSimulation's SCOPE_SPAWNED keeps
         self.spawnable_dirs = list(spawnable_dirs)
-        # v after the last two steps (preallocated, swapped), for accelerations; their times
-        self._v_prev, self._v_last = session.sim.v.copy(), session.sim.v.copy()
-        self._t_prev = self._t_last = None
-        step = self.runner.on_step
-
-        def on_step(sim):                    # the physics thread, after each step
-            if self._v_last.shape != sim.v.shape:
-                self._v_prev, self._v_last = sim.v.copy(), sim.v.copy()
-                self._t_last = None
-            self._v_prev, self._v_last = self._v_last, self._v_prev
-            np.copyto(self._v_last, sim.v)
-            self._t_prev, self._t_last = self._t_last, sim.t
-            if step is not None:
-                step(sim)
-        self.runner.on_step = on_step
-
-    def _forget_steps(self):
-        """The state was set, not stepped to: no acceleration until the next two steps."""
-        self._t_prev = self._t_last = None
 
     @property
     def sim(self):
         return self.session.sim
 
-    def _physics(self, fn, timeout=10.0):
-        """fn() in the physics thread between steps (at once when the runner is not running);
-        returns its value or raises its exception."""
-        done, box = threading.Event(), {}
-
-        def job():
-            try:
-                box["value"] = fn()
-            except BaseException as e:       # handed back to the caller's thread
-                box["error"] = e
-            done.set()
-        self.runner.submit(job)
-        if not done.wait(timeout):
-            raise TimeoutError("the simulation thread did not answer within %g s" % timeout)
-        if "error" in box:
-            raise box["error"]
-        return box["value"]
+    def _physics(self, fn):
+        """fn() in the physics thread between steps (Session.between_steps)."""
+        return self.session.between_steps(fn)
 
     # -- features ----------------------------------------------------------------------------
     def can_spawn(self):
@@ -146,7 +99,7 @@ class SimulationInterfaces:
         formats = sorted(set(SPAWN_FORMATS.values())) if self.can_spawn() else []
         return sorted(F[n] for n in names), formats, (
             "mbsim_ros: entities are models; GetEntityState also takes <model>/<link>; "
-            "ResetSimulation resets time and state together")
+            "ResetSimulation resets time and state together; no entity namespaces")
 
     # -- simulation state --------------------------------------------------------------------
     def state(self):
@@ -211,7 +164,7 @@ class SimulationInterfaces:
     def _reset(self):
         """Time and state to the start (Session.reset, in the physics thread), and wait for it."""
         self.session.reset()
-        self._physics(self._forget_steps)
+        self._physics(lambda: None)
 
     def reset(self, scope):
         """(code, message) of ResetSimulation. Time and state are reset together (the one reset
@@ -233,7 +186,7 @@ class SimulationInterfaces:
 
     # -- entities -----------------------------------------------------------------------------
     def entity_names(self):
-        return [m.name for m in self.sim.models]
+        return self.sim.model_names
 
     @staticmethod
     def category(model):
@@ -256,55 +209,44 @@ class SimulationInterfaces:
             rx = re.compile(pattern or "")
         except re.error as e:
             return OPERATION_FAILED, f"filter {pattern!r} is not a regular expression: {e}", []
-        names = [m.name for m in self.sim.models if rx.search(m.name)
-                 and (not categories or self.category(m) in categories)]
+        sim = self.sim
+        names = [n for n in sim.model_names if rx.search(n)
+                 and (not categories or self.category(sim.model(n)) in categories)]
         return OK, "", names
 
     def entity_info(self, name):
         """(code, message, (category, description, tags))."""
-        model = next((m for m in self.sim.models if m.name == name), None)
-        if model is None:
+        if name not in self.entity_names():
             return NOT_FOUND, self._unknown(name), None
+        model = self.sim.model(name)
         joints = sum(1 for j in model.joints if j.type != "fixed")
         return OK, "", (self.category(model), f"{model.name}: {len(model.links)} links, {joints} moving joints", [])
 
     def _unknown(self, name):
         return f"no entity {name!r}; entities: {', '.join(self.entity_names())}"
 
-    def _resolve(self, name):
-        """(Entity, link name) of "<model>" (its root link) or "<model>/<link>"; KeyError."""
-        model_name, _, link = name.partition("/")
-        entity = Entity(self.sim, model_name)
-        if not link:
-            root = entity.root()
-            link = root.child if root is not None else entity.model.links[0].name
-        elif link not in {l.name for l in entity.model.links}:
+    def _link(self, name):
+        """The world name of "<model>" (its root link) or "<model>/<link>"; KeyError."""
+        sim = self.sim
+        if name in sim.model_names:
+            return sim.root_link(name)
+        if "/" not in name:
             raise KeyError(name)
-        return entity, link
+        return sim.world_name("link", name)
 
-    def _kinematics(self, entity, link):
+    def _kinematics(self, link):
         """(T 4x4, twist 6, acceleration 6) of a link in the world (physics thread)."""
-        from ..dynamics import link_accelerations, link_transforms, link_velocities
-        sim, m = self.sim, entity.model
-        q = sim.q[entity.q0:entity.q0 + m.nq].copy()
-        v = sim.v[entity.v0:entity.v0 + m.nv].copy()
-        T = link_transforms(m, q)[link]
-        twist = link_velocities(m, q, v)[link]
-        acc = np.zeros(6)
-        if (self._t_last == sim.t and self._t_prev is not None
-                and abs(self._t_last - self._t_prev - sim.dt) < 1e-9 * max(1.0, sim.t)):
-            qdd = (self._v_last - self._v_prev)[entity.v0:entity.v0 + m.nv] / sim.dt
-            acc = link_accelerations(m, q, v, qdd)[link]
-        return T, twist, acc
+        sim = self.sim
+        return sim.link_pose(link), sim.link_twist(link), sim.link_acceleration(link)
 
     def entity_state(self, name):
         """(code, message, state) of GetEntityState; state: dict(stamp, frame, position,
         orientation (x, y, z, w), linear, angular, linear_acceleration, angular_acceleration)."""
         try:
-            entity, link = self._resolve(name)
+            link = self._link(name)
         except KeyError:
             return NOT_FOUND, self._unknown(name), None
-        T, twist, acc, t = self._physics(lambda: self._kinematics(entity, link) + (self.sim.t,))
+        T, twist, acc, t = self._physics(lambda: self._kinematics(link) + (self.sim.t,))
         return OK, "", dict(stamp=t, frame="world", position=T[:3, 3].copy(), orientation=matrix_to_quat(T[:3, :3]),
                             linear=twist[:3], angular=twist[3:], linear_acceleration=acc[:3],
                             angular_acceleration=acc[3:])
@@ -320,58 +262,57 @@ class SimulationInterfaces:
         """(T, twist) of a reference frame name in the world (physics thread); KeyError."""
         if frame in ("", "world"):
             return np.eye(4), np.zeros(6)
-        entity, link = self._resolve(frame)
-        T, twist, _ = self._kinematics(entity, link)
+        T, twist, _ = self._kinematics(self._link(frame))
         return T, twist
 
     def set_entity_state(self, name, frame, position, orientation, linear, angular):
-        """(code, message) of SetEntityState: the model's free root joint takes the pose and twist
-        (of its root link, relative to `frame`); the other joints keep theirs."""
-        try:
-            entity, link = self._resolve(name)
-        except KeyError:
-            return NOT_FOUND, self._unknown(name)
+        """(code, message) of SetEntityState: the pose and twist of the model's root link,
+        relative to `frame`. A free root is teleported (Simulation.set_root_pose, set_root_twist);
+        another model is moved rigidly (Session.set_model_pose), which takes no twist."""
         if "/" in name:
             return OPERATION_FAILED, f"{name!r}: only a model's root can be set (give the model's name)"
-        root = entity.root()
+        if name not in self.entity_names():
+            return NOT_FOUND, self._unknown(name)
         twist = np.concatenate([np.asarray(linear, float), np.asarray(angular, float)])
-        if root is None or root.type != "free":
-            if root is None or root.type == "fixed" or entity.model.nv == 0:
-                return OPERATION_FAILED, (f"{name!r} is fixed to the world (no free root joint): it cannot be "
-                                          "moved")
-            return OPERATION_FAILED, f"{name!r}'s root joint is {root.type}, not free: it cannot be teleported"
-        quat = np.asarray(orientation, float)
-        pos = np.asarray(position, float)
+        quat, pos = np.asarray(orientation, float), np.asarray(position, float)
         norm = float(np.linalg.norm(quat))
         if not (np.all(np.isfinite(pos)) and np.all(np.isfinite(quat)) and abs(norm - 1.0) < 1e-3):
-            return SET_INVALID_POSE, (f"pose of {name!r}: position {pos.tolist()} and a unit quaternion (x, y, z, w) "
-                                      f"expected, got {quat.tolist()} (norm {norm:.6g})")
+            return SET_INVALID_POSE, (f"pose of {name!r}: a finite position and a unit quaternion (x, y, z, w) "
+                                      f"expected, got {pos.tolist()} and {quat.tolist()} (norm {norm:.6g})")
         if not np.all(np.isfinite(twist)):
             return OPERATION_FAILED, f"twist of {name!r} must be finite, got {twist.tolist()}"
+        model = self.sim.model(name)
+        roots = [j for j in model.joints if j.parent is None]
+        free = len(roots) == 1 and roots[0].type == "free"
+        if not free and np.any(twist != 0):
+            return OPERATION_FAILED, (f"{name!r} has no free root joint: it can be moved (a pose) but not "
+                                      "given a twist")
 
-        def apply():
-            try:
-                T_ref, twist_ref = self._frame(frame)
-            except KeyError:
-                return NOT_FOUND, f"reference frame {frame!r}: " + self._unknown(frame)
+        def reference():
+            T_ref, twist_ref = self._frame(frame)
             T_link = T_ref @ make_transform(quat_to_matrix(quat / norm), pos)
             R_ref = T_ref[:3, :3]
             w = twist_ref[3:] + R_ref @ twist[3:]
-            v_link = twist_ref[:3] + np.cross(twist_ref[3:], T_link[:3, 3] - T_ref[:3, 3]) + R_ref @ twist[:3]
-            # the joint's child frame J = link @ child_pose, in the joint's parent frame (origin)
-            T_J = T_link @ root.child_pose
-            X = inverse_transform(root.origin) @ T_J
-            v_J = v_link + np.cross(w, T_J[:3, 3] - T_link[:3, 3])
-            R_J = T_J[:3, :3]
-            sim = self.sim
-            iq, iv = entity.q0 + root.q_index, entity.v0 + root.v_index
-            sim.q[iq:iq + 3] = X[:3, 3]
-            sim.q[iq + 3:iq + 7] = matrix_to_quat(X[:3, :3])
-            sim.v[iv:iv + 3] = R_J.T @ v_J
-            sim.v[iv + 3:iv + 6] = R_J.T @ w
-            self._forget_steps()
-            return OK, ""
-        return self._physics(apply)
+            v = twist_ref[:3] + np.cross(twist_ref[3:], T_link[:3, 3] - T_ref[:3, 3]) + R_ref @ twist[:3]
+            return T_link, np.concatenate([v, w])
+        try:
+            T_link, world_twist = self._physics(reference)
+        except KeyError:
+            return NOT_FOUND, f"reference frame {frame!r}: " + self._unknown(frame)
+        try:
+            if free:
+                def teleport():
+                    self.sim.set_root_pose(name, T_link)
+                    self.sim.set_root_twist(name, world_twist)
+                self._physics(teleport)
+            else:
+                # the model's world frame moves so that its root link lands at T_link
+                T_root = self._physics(lambda: self.sim.link_pose(self.sim.root_link(name)))
+                placement = self.sim.model_pose(name)
+                self.session.set_model_pose(name, T_link @ inverse_transform(T_root) @ placement)
+        except ValueError as e:
+            return OPERATION_FAILED, str(e)
+        return OK, ""
 
     # -- spawning -----------------------------------------------------------------------------
     def spawnables(self):
@@ -424,8 +365,8 @@ class SimulationInterfaces:
             return NO_RESOURCE, "both uri and resource_string are empty", ""
         if namespace:
             return NAMESPACE_INVALID, "entity_namespace is not supported: leave it empty", ""
-        if name and not NAME.match(name):
-            return NAME_INVALID, f"name {name!r}: letters, digits and _ expected, not starting with a digit", ""
+        if name and ("/" in name or name != name.strip()):
+            return NAME_INVALID, f"name {name!r}: a name without '/' or surrounding spaces expected", ""
         quat, pos = np.asarray(orientation, float), np.asarray(position, float)
         norm = float(np.linalg.norm(quat))
         if not (np.all(np.isfinite(pos)) and np.all(np.isfinite(quat)) and abs(norm - 1.0) < 1e-3):

@@ -54,13 +54,8 @@ def services():
 
 def test_features_list_what_this_simulation_does(services):
     codes, formats, _ = services.features()
-    expected = {10, 11, 12, 8, 20, 21, 22, 24, 25, 26, 31, 32, 33}
-    if services.can_spawn():
-        expected |= {0, 9, 14}
-    if services.can_delete():
-        expected |= {1, 23}
-    assert set(codes) == expected and codes == sorted(codes)
-    assert bool(formats) == services.can_spawn()
+    assert codes == [0, 1, 8, 9, 10, 11, 12, 14, 20, 21, 22, 23, 24, 25, 26, 31, 32, 33]
+    assert formats == ["chrono_yaml", "osim", "urdf", "vrml"]
 
 
 def test_states_and_transitions(services):
@@ -190,18 +185,79 @@ def test_set_state_in_another_entitys_frame(services):
 def test_set_entity_state_refusals(services):
     unit = [0, 0, 0, 1]
     assert services.set_entity_state("nope", "", [0, 0, 0], unit, [0] * 3, [0] * 3)[0] == si.NOT_FOUND
-    code, message = services.set_entity_state("arm", "", [0, 0, 0], unit, [0] * 3, [0] * 3)
-    assert code == si.OPERATION_FAILED and "fixed to the world" in message
     code, message = services.set_entity_state("ball", "", [0, 0, 0], [0, 0, 0, 0], [0] * 3, [0] * 3)
     assert code == si.SET_INVALID_POSE and "unit quaternion" in message
     assert services.set_entity_state("ball", "", [np.nan, 0, 0], unit, [0] * 3, [0] * 3)[0] == si.SET_INVALID_POSE
     assert services.set_entity_state("ball", "nowhere", [0, 0, 0], unit, [0] * 3, [0] * 3)[0] == si.NOT_FOUND
+    assert services.set_entity_state("ball", "", [0, 0, 0], unit, [np.inf, 0, 0], [0] * 3)[0] == si.OPERATION_FAILED
     assert services.set_entity_state("ball/body", "", [0, 0, 0], unit, [0] * 3, [0] * 3)[0] == si.OPERATION_FAILED
 
 
-def test_spawn_and_delete_refuse_without_the_engine_or_bad_requests(services):
-    if not services.can_spawn():
-        assert services.spawn("b", False, "x.urdf", "", "", "", [0] * 3, [0, 0, 0, 1])[0] == si.FEATURE_UNSUPPORTED
-        assert services.spawnables()[0] == si.FEATURE_UNSUPPORTED
-    if not services.can_delete():
-        assert services.delete("ball")[0] == si.FEATURE_UNSUPPORTED
+BOX_URDF = """<robot name="box">
+  <link name="base"><inertial><mass value="1"/><origin xyz="0 0 0"/>
+    <inertia ixx="0.01" iyy="0.01" izz="0.01" ixy="0" ixz="0" iyz="0"/></inertial></link>
+</robot>"""
+
+
+def test_spawn_read_teleport_delete(services, tmp_path):
+    """A free box spawned from a resource string at a pose lands there (its root link), a second
+    one from a file URI with allow_renaming gets a new name; name clash, bad URI, empty resource,
+    bad pose and namespaces are refused with their codes; delete removes; reset removes the rest."""
+    unit = [0, 0, 0, 1]
+    yaw = [0, 0, np.sin(0.2), np.cos(0.2)]
+    services.sim.models[0]                                       # the world before
+    code, message, name = services.spawn("box1", False, "", BOX_URDF, "", "", [0.5, -1.0, 2.0], yaw)
+    assert (code, name) == (si.OK, "box1"), message
+    assert services.entities()[2] == ["ball", "arm", "box1"]
+    code, _, st = services.entity_state("box1")
+    np.testing.assert_allclose(st["position"], [0.5, -1.0, 2.0], atol=1e-12)
+    np.testing.assert_allclose(st["orientation"], yaw, atol=1e-12)
+    path = tmp_path / "box.urdf"
+    path.write_text(BOX_URDF)
+    code, _, name = services.spawn("box1", False, "file://" + str(path), "", "", "", [0, 0, 0], unit)
+    assert code == si.NAME_NOT_UNIQUE
+    code, message, name = services.spawn("box1", True, str(path), "", "", "", [0, 0, 1], unit)
+    assert code == si.OK and name not in ("box1", "") and name in services.entity_names(), message
+    code, message, name2 = services.spawn("", False, str(path), "", "", "ball", [0, 0, 1], unit)
+    assert code == si.NAME_NOT_UNIQUE or (code == si.OK and name2 == "box")   # the file's own name
+    assert services.spawn("x", False, str(tmp_path / "none.urdf"), "", "", "", [0] * 3, unit)[0] == si.RESOURCE_PARSE_ERROR
+    assert services.spawn("x", False, "http://host/box.urdf", "", "", "", [0] * 3, unit)[0] == si.UNSUPPORTED_FORMAT
+    (tmp_path / "box.sdf").write_text("<sdf/>")
+    assert services.spawn("x", False, str(tmp_path / "box.sdf"), "", "", "", [0] * 3, unit)[0] == si.UNSUPPORTED_FORMAT
+    assert services.spawn("x", False, "", "<robot name='x'><link name=", "", "", [0] * 3, unit)[0] == si.RESOURCE_PARSE_ERROR
+    assert services.spawn("x", False, "", "", "", "", [0] * 3, unit)[0] == si.NO_RESOURCE
+    assert services.spawn("x", False, "", BOX_URDF, "ns", "", [0] * 3, unit)[0] == si.NAMESPACE_INVALID
+    assert services.spawn("a/b", False, "", BOX_URDF, "", "", [0] * 3, unit)[0] == si.NAME_INVALID
+    assert services.spawn("x", False, "", BOX_URDF, "", "", [0] * 3, [0, 0, 0, 0])[0] == si.INVALID_POSE
+    assert services.spawn("x", False, "", BOX_URDF, "", "nowhere", [0] * 3, unit)[0] == si.INVALID_POSE
+    # teleport the spawned box; the ball keeps its state
+    services.set_entity_state("ball", "", [3, 3, 3], unit, [0.1, 0, 0], [0, 0, 0])
+    code, _ = services.set_entity_state("box1", "", [1, 1, 1], unit, [0, 0, 0], [0, 0, 0])
+    assert code == si.OK
+    np.testing.assert_allclose(services.entity_state("box1")[2]["position"], [1, 1, 1], atol=1e-12)
+    np.testing.assert_allclose(services.entity_state("ball")[2]["position"], [3, 3, 3], atol=1e-12)
+    services.step(10)
+    assert services.delete("box1") == (si.OK, "")
+    assert "box1" not in services.entity_names()
+    assert services.delete("box1")[0] == si.NOT_FOUND
+    ball = services.entity_state("ball")[2]
+    np.testing.assert_allclose(ball["linear"][:2], [0.1, 0], atol=1e-12)   # kept through the delete
+    assert services.reset(si.SCOPE_ALL)[0] == si.OK
+    assert services.entity_names() == ["ball", "arm"] and services.sim.t == 0.0
+
+
+def test_moving_a_fixed_base_model(services):
+    """The arm (fixed to the world) moves rigidly with a pose, and refuses a twist."""
+    unit = [0, 0, 0, 1]
+    assert services.set_entity_state("arm", "", [2.0, 0, 1.0], unit, [0, 0, 0], [0, 0, 0])[0] == si.OK
+    np.testing.assert_allclose(services.entity_state("arm")[2]["position"], [2, 0, 1], atol=1e-12)
+    np.testing.assert_allclose(services.entity_state("arm/link")[2]["position"], [2, 0, 1], atol=1e-12)
+    code, message = services.set_entity_state("arm", "", [0, 0, 1], unit, [1, 0, 0], [0, 0, 0])
+    assert code == si.OPERATION_FAILED and "twist" in message
+
+
+def test_spawnables_list_the_bundled_models(services):
+    code, _, items = services.spawnables()
+    assert code == si.OK
+    uris = [u for u, _ in items]
+    assert any(u.endswith("/SR1.wrl") for u in uris) and all(u.startswith("file://") for u in uris)
