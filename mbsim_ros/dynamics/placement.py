@@ -109,7 +109,7 @@ def ground_height(sim, entity, xy):
                 else:
                     hi = _support(shape, Ts, (0.0, 0.0, 1.0))
                     ext = [_support(shape, Ts, e) for e in ((1, 0, 0), (-1, 0, 0), (0, 1, 0), (0, -1, 0))]
-                    if hi is None or None in ext:
+                    if hi is None or any(e is None for e in ext):
                         continue
                     if not (ext[1][0] <= xy[0] <= ext[0][0] and ext[3][1] <= xy[1] <= ext[2][1]):
                         continue

@@ -1,4 +1,5 @@
-"""Simulation: compiled models plus a mutable state, stepped by one numba call per step()."""
+"""Simulation: compiled models plus a mutable state, stepped by one kernel call per step().
+(No kernels here: this file stays out of the kernel cache's source digest, _kernel_cache.py.)"""
 import warnings
 from dataclasses import dataclass
 
@@ -47,6 +48,10 @@ class Simulation:
 
     contact: "lcp" (DART's velocity-level contact), "penalty" (Chrono SMC-style spring-damper),
     "none", or None for what the models ask (Model.contact_method), else "lcp".
+    poses: each model's world frame in the world (a list with one pose or None per model, or
+    {entity name: pose}; a pose is (xyz, quaternion xyzw) or a 4x4); names: each model's entity
+    name (a list, None entries = the model's name). Entity names are unique: repeats get _2, _3.
+    Names of links, joints, sensors and actuators are scoped per model (model/names.py).
     max_contacts: contacts the LCP takes per step (the deepest; the rest are counted in stats()).
     Solver options, with DART's defaults: erp 0.01, max_erv 1e-3 m/s and cfm 1e-5 for contacts;
     joint_erp 0.2 for limits, locks and loops; bounce_velocity 0.1 m/s (restitution applies
@@ -56,7 +61,7 @@ class Simulation:
     """
 
     def __init__(self, models, dt: float = 0.001, integrator: str = "semi-implicit-euler",
-                 contact=None, max_contacts: int = 64, poses=None, **solver_options):
+                 contact=None, max_contacts: int = 64, poses=None, names=None, **solver_options):
         models = [models] if isinstance(models, Model) else list(models)
         if not models:
             raise ValueError("Simulation needs at least one model")
@@ -73,7 +78,7 @@ class Simulation:
         self.options = dict(OPTIONS_DEFAULTS, contact_method=contact, **solver_options)
         self._step_kernel = INTEGRATORS[integrator]
         self._max_contacts = int(max_contacts)
-        entities = unique_entity_names([m.name for m in models])
+        entities = unique_entity_names([n or m.name for n, m in zip(names or [None] * len(models), models)])
         if poses is None:
             poses = [None] * len(models)
         elif isinstance(poses, dict):
@@ -90,7 +95,7 @@ class Simulation:
         self._tau = np.zeros(self.compiled.nv)
         self._failures_reported = 0
         self.reset()
-        self.step(0)   # compiles (or loads from the numba cache) now, not at the first real step
+        self.step(0)   # compiles (or loads from the kernel cache) now, not at the first real step
 
     def _install(self, models, entities, names, placements):
         """Compile the world of `models` and make it this simulation's (all or nothing: on an

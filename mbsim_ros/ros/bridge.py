@@ -445,7 +445,7 @@ class Bridge:
             work.append(("clock", t))
         if rates["joint_state_rate"].due(t):
             work.append(("joint_states", t, sim.q[self.dof_q].copy(), sim.v[self.dof_v].copy(),
-                         sim.tau[self.dof_v].copy()))
+                         sim.tau[self.dof_v].copy(), self.dof_names))
             if self.actuator_names:
                 work.append(("actuator_controls", t, sim.controls))
         if self.moving and rates["tf_rate"].due(t):
@@ -480,7 +480,9 @@ class Bridge:
         self.controller.apply(sim)
 
     def _send(self, key, data, stamp):
-        self.transport.publish(self.pubs[key], data, msg.to_nanoseconds(stamp))
+        handle = self.pubs.get(key)
+        if handle is not None:       # None: its model was deleted after this step was collected
+            self.transport.publish(handle, data, msg.to_nanoseconds(stamp))
 
     def _write(self, work):
         for item in work:
@@ -488,8 +490,8 @@ class Bridge:
             if kind == "clock":
                 self._send("clock", msg.clock(item[1]), item[1])
             elif kind == "joint_states":
-                _, t, q, v, tau = item
-                self._send("joint_states", msg.joint_state(t, self.dof_names, q, v, tau), t)
+                _, t, q, v, tau, names = item      # the names of that step (a spawn may change them)
+                self._send("joint_states", msg.joint_state(t, names, q, v, tau), t)
             elif kind == "actuator_controls":
                 _, t, controls = item
                 self._send("actuator_controls/state", msg.joint_state(t, self.actuator_names, effort=controls), t)

@@ -5,7 +5,7 @@
     sim.readings()   # {sensor name: Reading(stamp, frame, values, saturated)}
 
 step(n) runs the dynamics in chunks that end exactly at the steps where a device samples
-(one numba call per chunk), so sensors never slow down stretches where none is due.
+(one kernel call per chunk), so sensors never slow down stretches where none is due.
 """
 import numpy as np
 
@@ -26,9 +26,9 @@ class Simulation(dynamics.Simulation):
 
     def __init__(self, models, dt: float = 0.001, integrator: str = "semi-implicit-euler",
                  contact=None, max_contacts: int = 64, seed: int = 0, sensors=None, poses=None,
-                 **solver_options):
+                 names=None, **solver_options):
         self.devices = {}
-        super().__init__(models, dt, integrator, contact, max_contacts, poses, **solver_options)
+        super().__init__(models, dt, integrator, contact, max_contacts, poses, names, **solver_options)
         self.seed = int(seed)
         config = {}
         for key, cfg in dict(sensors or {}).items():    # qualified or unambiguous bare names
@@ -47,8 +47,10 @@ class Simulation(dynamics.Simulation):
         self._setup_sensing()
 
     def _device(self, entity, model, sensor, cfg):
-        return Device(sensor, model, cfg, self.seed, self.dt, name=self.names.world(entity, "sensor", sensor.name),
-                      link=self.names.world(entity, "link", sensor.link))
+        device = Device(sensor, model, cfg, self.seed, self.dt, name=self.names.world(entity, "sensor", sensor.name),
+                        link=self.names.world(entity, "link", sensor.link))
+        device.entity = entity
+        return device
 
     def _setup_sensing(self):
         self._setup_kinematic()
@@ -75,13 +77,36 @@ class Simulation(dynamics.Simulation):
     def _link_index(self, device):
         return self.compiled.link_names.index(device.link)
 
+    def _setup_kinematic(self):
+        """Arrays for sense_kernel: each accelerometer/gyro/force sensor's body and its frame there."""
+        tree = self.compiled.tree
+        kin = [d for d in self.devices.values() if d.kind in KINEMATIC]
+        n = len(kin)
+        self._kin = kin
+        self._kin_slot = {d.name: k for k, d in enumerate(kin)}
+        self._kin_kind = np.array([KIND_CODES[d.kind] for d in kin], dtype=np.int64)
+        self._kin_body = np.zeros(n, dtype=np.int64)
+        self._kin_R = np.zeros((n, 3, 3))
+        self._kin_p = np.zeros((n, 3))
+        self._kin_out = np.zeros((n, 6))
+        self._tau_scratch = np.zeros(self.nv)
+        for k, d in enumerate(kin):
+            li = self._link_index(d)
+            b = int(tree.link_body[li])
+            if d.kind == "force":
+                self._check_force_sensor(d, li, b)
+            pose = d.sensor.pose
+            self._kin_body[k] = b
+            self._kin_R[k] = tree.link_R[li] @ pose[:3, :3]
+            self._kin_p[k] = tree.link_R[li] @ pose[:3, 3] + tree.link_p[li]
+
     def _check_force_sensor(self, device, link_index, body):
         """A force sensor reads its joint's reaction: it needs a moving joint of its own, and no
         loop closure may cross its subtree (loop forces are not among the sensed external forces)."""
         tree = self.compiled.tree
         model = device.model
-        mi = next(k for k, m in enumerate(self.models) if m is model)
-        joint = next((j for j in model.joints if j.child == device.link), None)
+        mi = self.entities.index(device.entity)
+        joint = next((j for j in model.joints if j.child == device.sensor.link), None)
         if body < 0 or joint is None or joint.type == "fixed":
             raise SensorConfigError(
                 f"force sensor {device.name!r}: link {device.link!r} is welded to its parent; a force sensor "
