@@ -76,10 +76,14 @@ class JointController:
     only q* is).
 
     A JointState command names joints (DOFs); each of position, velocity, effort is either empty
-    (that interface unchanged for the named joints), one value per name (NaN: that joint is not
-    commanded through it: its target cleared, its effort 0), or shorter: one value per named
+    (not commanded: that interface unchanged for the named joints), one value per name (NaN: not
+    commanded, unchanged, for that joint; ros2_control's command interfaces are NaN until a
+    controller writes them), or shorter: one value per named
     joint that `interfaces` ({joint: [position, velocity, effort]}) gives that interface, in name
-    order, as joint_state_topic_hardware_interface sends them."""
+    order, as joint_state_topic_hardware_interface sends them. A joint listed in `interfaces`
+    takes only its interfaces from full arrays too (topic_based_ros2_control sends 0 for the
+    others). A joint given a position interface holds its initial position until commanded (as a
+    servo does when powered), so a robot stands while its controllers start."""
 
     def __init__(self, sim, dofs, gains, interfaces=None):
         nv = sim.nv
@@ -96,7 +100,9 @@ class JointController:
             self.index[name] = iv
             self.q_of_v[iv] = iq
             self.kp[iv], self.kd[iv] = gains.get(name, gains.get(joint, default))
-        self.active = False
+            if "position" in self.interfaces.get(name, ()):
+                self.q_target[iv] = sim.q[iq]
+        self.active = bool(np.isfinite(self.q_target).any())
 
     def adopt(self, old):
         """Keep the efforts and targets `old` held for the DOFs (by name) still in the world."""
@@ -116,8 +122,9 @@ class JointController:
         for kind, values in (("position", cmd.position), ("velocity", cmd.velocity), ("effort", cmd.effort)):
             if values is None or len(values) == 0:
                 continue
-            if len(values) == len(names):
-                takers = names
+            if len(values) == len(names):     # one per name; a joint given interfaces takes only those
+                keep = [k for k, n in enumerate(names) if kind in self.interfaces.get(n, (kind,))]
+                takers, values = [names[k] for k in keep], np.asarray(values, dtype=float)[keep]
             else:
                 takers = [n for n in names if kind in self.interfaces.get(n, ())]
                 if len(takers) != len(values):
@@ -128,12 +135,9 @@ class JointController:
                 return f"joint_commands: {kind} values must be finite or NaN (not commanded), got {list(values)}"
             columns.append((kind, [self.index[n] for n in takers], np.asarray(values, dtype=float)))
         for kind, iv, values in columns:
-            if kind == "position":
-                self.q_target[iv] = values
-            elif kind == "velocity":
-                self.v_target[iv] = values
-            else:
-                self.effort[iv] = np.nan_to_num(values, nan=0.0)
+            target = self.q_target if kind == "position" else self.v_target if kind == "velocity" else self.effort
+            given = ~np.isnan(values)
+            target[np.asarray(iv, dtype=int)[given]] = values[given]
         self.active = True
         return None
 
