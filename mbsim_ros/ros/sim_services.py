@@ -139,15 +139,16 @@ class SimulationInterfaces:
     # -- stepping -------------------------------------------------------------------------------
     def step(self, steps, feedback=None, cancelled=None, chunk=None):
         """(code, message) of StepSimulation / SimulateSteps: `steps` steps from a paused state,
-        then paused again. feedback(completed, remaining) after each chunk of steps (default:
-        about 20 feedbacks); cancelled() checked between chunks (then OPERATION_FAILED)."""
+        then paused again. feedback(completed, remaining) after each chunk of steps (default: one
+        step with feedback, as SimulateSteps gives it after each step; all at once without);
+        cancelled() checked between chunks (then OPERATION_FAILED)."""
         steps = int(steps)
         if self.state() == PLAYING:
             return OPERATION_FAILED, "the simulation is playing: pause it first (SetSimulationState)"
         if steps < 1:
             return OPERATION_FAILED, f"steps must be >= 1, got {steps}"
         self.stopped = False
-        chunk = chunk or max(1, steps // 20)
+        chunk = chunk or (1 if feedback is not None or cancelled is not None else steps)
         done = 0
         while done < steps:
             if cancelled is not None and cancelled():
