@@ -16,7 +16,8 @@ to. A model with a free root is teleported; another is moved rigidly (its world 
 a twist.
 SpawnEntity loads a file URI (file://, package://, a path) or a resource string in any of our
 formats (spawn_formats) and adds it between steps (Session.spawn: topics, TF, description like a
-model loaded at start); entity_namespace is not supported (NAMESPACE_INVALID unless empty).
+model loaded at start); a URDF's root link floats (a free joint), as Gazebo spawns URDF robots;
+entity_namespace is not supported (NAMESPACE_INVALID unless empty).
 
 Simulation states: playing (the runner paces), paused, stopped (a reset to t = 0, then paused:
 what a STOPPED request does; play or step leave it), quitting (the node shuts down).
@@ -351,7 +352,7 @@ class SimulationInterfaces:
             return None, UNSUPPORTED_FORMAT, f"{uri}: unknown model format {ext!r}; spawn_formats: " + \
                 ", ".join(sorted(set(SPAWN_FORMATS.values())))
         try:
-            return load_model(path), OK, ""
+            return load_model(path, floating_base=True), OK, ""
         except (ModelError, OSError, ValueError) as e:
             return None, RESOURCE_PARSE_ERROR, str(e)
         finally:
