@@ -46,11 +46,11 @@ def interface_definitions(root=INTERFACES) -> dict:
         elif kind == "action" and len(parts) == 3:
             out[base + "_Goal"], out[base + "_Result"], out[base + "_Feedback"] = parts
             uuid = "unique_identifier_msgs/UUID goal_id\n"
-            out[base + "_SendGoal_Request"] = uuid + f"{package}/{name}_Goal goal\n"
+            out[base + "_SendGoal_Request"] = uuid + f"{base}_Goal goal\n"
             out[base + "_SendGoal_Response"] = "bool accepted\nbuiltin_interfaces/Time stamp\n"
             out[base + "_GetResult_Request"] = uuid
-            out[base + "_GetResult_Response"] = f"int8 status\n{package}/{name}_Result result\n"
-            out[base + "_FeedbackMessage"] = uuid + f"{package}/{name}_Feedback feedback\n"
+            out[base + "_GetResult_Response"] = f"int8 status\n{base}_Result result\n"
+            out[base + "_FeedbackMessage"] = uuid + f"{base}_Feedback feedback\n"
         else:
             raise ValueError(f"{path}: expected a .msg, a .srv with one '---' or an .action with two")
     return out
