@@ -243,3 +243,13 @@ def test_ros2_control_command_layout_over_rclpy(node):
     assert last.position[0] == pytest.approx(0.3, abs=2e-3)          # the PD has settled (4 s, ~8 time constants)
     assert last.velocity[1] == pytest.approx(0.5, abs=2e-2)
     probe.node.destroy_publisher(pub)
+
+
+def test_quitting_ends_the_node_with_status_0(node):
+    """The last test of the module: STATE_QUITTING answers OK, then the node stops cleanly."""
+    proc, out, probe = node
+    SS = M.SimulationState
+    r = call(probe, S.SetSimulationState, "set_simulation_state", state=SS(state=SS.STATE_QUITTING))
+    assert r.result.result == M.Result.RESULT_OK
+    assert proc.wait(timeout=60) == 0, out.text[-3000:]
+    assert "stopped by set_simulation_state (quitting)" in out.text
