@@ -413,15 +413,9 @@ def _start(node, log, values):
 
 
 def main(args=None):
-    import rclpy
-    from rcl_interfaces.msg import SetParametersResult
-    from rclpy.executors import MultiThreadedExecutor
-    from rclpy.parameter import Parameter
-    from rclpy.signals import SignalHandlerOptions
-
-    # our own SIGINT/SIGTERM handlers: rclpy's would invalidate the context under the running
-    # publisher (and raise ExternalShutdownException out of spin); ours let the loop below end
-    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+    # our own SIGINT/SIGTERM handlers, first: rclpy's would invalidate the context under the
+    # running publisher (and raise ExternalShutdownException out of spin); ours let the loop below
+    # end, and a signal while the world loads ends the node once it has loaded
     stop = []
 
     def on_signal(signum, frame):
@@ -429,6 +423,13 @@ def main(args=None):
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
 
+    import rclpy
+    from rcl_interfaces.msg import SetParametersResult
+    from rclpy.executors import MultiThreadedExecutor
+    from rclpy.parameter import Parameter
+    from rclpy.signals import SignalHandlerOptions
+
+    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     node = rclpy.create_node("mbsim")
     log = node.get_logger()
     for name in PARAMETERS:

@@ -47,7 +47,7 @@ class Session:
         self.runner = Runner(sim, rtf=rtf, policy=config["catch_up"], progress=progress)
         self.bridge = Bridge(sim, transport, config, publish=self.publisher.submit if self.publisher else None,
                              submit=self.runner.submit, log=log)
-        self.bridge.runner_stats = self.runner.stats
+        self.bridge.runner_stats = self.stats
         if self.bridge.hil is not None:     # devices' arrival stamps: the runner's wall -> simulation clock
             self.bridge.hil.clock.schedule = self.runner.sim_time
         self.runner.on_step = self.bridge.on_step
@@ -182,6 +182,10 @@ class Session:
         if self.bridge.hil is None:
             raise ValueError("set_source: the configuration has no devices: section")
         return self.bridge.hil.set_source(sensor, source)
+
+    def stats(self):
+        """The runner's statistics and the steps of messages the publisher dropped (behind)."""
+        return dict(self.runner.stats(), messages_dropped=self.dropped())
 
     def dropped(self):
         return self.publisher.dropped if self.publisher is not None else 0

@@ -108,3 +108,28 @@ def test_latched_on_callers_node():
         node.destroy_node()
         if own:
             rclpy.try_shutdown()
+
+
+def test_mbsim_run_where_the_wheels_lack_tf2_msgs():
+    """The PyPI wheels as they come (no tf2_msgs): `--transport auto` says so in one line and
+    runs on live DDS; `--transport rclpy` stops with that line and status 2."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from conftest import subprocess_env
+    repo = Path(__file__).resolve().parents[2]
+    env = subprocess_env()
+    env["PYTHONPATH"] = os.pathsep.join([str(repo)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep)
+                                                        if p and "ros_interfaces" not in p])
+    run = [sys.executable, "-m", "mbsim_ros.cli", "run", "--duration", "0.01", "--rtf", "0", "--quiet", "--transport"]
+    auto = subprocess.run(run + ["auto"], cwd=repo, env=env, capture_output=True, text=True, timeout=1200)
+    assert auto.returncode == 0, auto.stderr
+    notes = [line for line in auto.stderr.splitlines() if "transport auto" in line]
+    assert len(notes) == 1 and "tf2_msgs" in notes[0] and notes[0].endswith("using live DDS"), auto.stderr
+    by_name = subprocess.run(run + ["rclpy"], cwd=repo, env=env, capture_output=True, text=True, timeout=1200)
+    assert by_name.returncode == 2
+    assert by_name.stderr.strip().splitlines() == [
+        "mbsim: --transport rclpy: rclpy is there but not the ROS 2 message package(s) tf2_msgs "
+        "(install ros-<distro>-tf2-msgs or source a ROS 2 that has them)"]
