@@ -212,6 +212,34 @@ def test_spawn_read_teleport_delete_reset(node):
     assert sim_time(probe) == 0.0
 
 
+def test_a_second_robot_from_a_file_uri_gets_its_joint_states(node, tmp_path):
+    """The arm's own URDF spawned again as "arm2" at (0, 3, 0): its root link is there, and
+    /robot_joint_states (the configured state topic) carries its two joints besides the first
+    arm's (names the world qualifies where they clash)."""
+    from geometry_msgs.msg import Point, Pose, PoseStamped
+    from rclpy.qos import qos_profile_sensor_data
+    from sensor_msgs.msg import JointState
+    proc, out, probe = node
+    SS = M.SimulationState
+    call(probe, S.SetSimulationState, "set_simulation_state", state=SS(state=SS.STATE_PAUSED))
+    (tmp_path / "arm.urdf").write_text(ARM)
+    at = PoseStamped(pose=Pose(position=Point(x=0.0, y=3.0, z=0.0)))
+    at.pose.orientation.w = 1.0
+    r = call(probe, S.SpawnEntity, "spawn_entity", name="arm2", uri="file://" + str(tmp_path / "arm.urdf"),
+             initial_pose=at)
+    assert r.result.result == M.Result.RESULT_OK and r.entity_name == "arm2", r.result.error_message
+    p, _, _ = pose(probe, "arm2")
+    np.testing.assert_allclose(p, [0, 3, 0], atol=1e-12)
+    got = []
+    sub = probe.node.create_subscription(JointState, "/robot_joint_states", got.append, qos_profile_sensor_data)
+    call(probe, S.StepSimulation, "step_simulation", steps=20)
+    probe.wait("joint states with arm2", lambda: got and len(got[-1].name) == 4, 30)
+    names = list(got[-1].name)
+    assert len(set(names)) == 4 and sum("shoulder" in n for n in names) == 2 and sum("elbow" in n for n in names) == 2
+    probe.node.destroy_subscription(sub)
+    assert call(probe, S.DeleteEntity, "delete_entity", entity="arm2").result.result == M.Result.RESULT_OK
+
+
 def test_std_srvs_aliases(node):
     from std_srvs.srv import Trigger
     proc, out, probe = node
