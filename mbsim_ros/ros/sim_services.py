@@ -27,7 +27,6 @@ from __future__ import annotations
 import os
 import re
 import tempfile
-import threading
 
 import numpy as np
 
