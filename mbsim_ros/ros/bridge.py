@@ -5,8 +5,11 @@ Topics (NS = the namespace, by default the first model's name):
   NS/robot_description (String, transient local; one per model, NS/<model>/robot_description
   for the models after the first), NS/<sensor> (Imu, WrenchStamped, LaserScan), NS/<camera>/
   image_raw, camera_info, depth/image_raw, depth/camera_info, points; /tf, /tf_static, /clock,
-  /diagnostics. Inputs: NS/joint_commands (JointState: effort, or position/velocity tracked by
-  PD gains), NS/joint_efforts (Float64MultiArray, every DOF in model order).
+  /diagnostics. Inputs: NS/joint_commands (JointState: per joint position and/or velocity
+  tracked by PD gains and/or effort; JointController says how empty, NaN and short arrays
+  read), NS/joint_efforts (Float64MultiArray, every DOF in model order). joint_states and
+  joint_commands are the state and command topics of ros2_control's topic-based hardware
+  interfaces (joint_states_topic / joint_commands_topic rename them; config/ros2_control.yaml).
 Actuators and inputs (when the models have them): NS/actuator_controls (JointState: name =
 actuator names, effort = their controls, e.g. OpenSim excitations; the actuator's force is gain *
 control), NS/inputs (JointState: name = input names, position = values, read by `input`
@@ -79,9 +82,21 @@ class Rate:
 
 
 class JointController:
-    """Efforts and PD targets from the command topics, turned into sim.tau before each step."""
+    """Efforts and PD targets from the command topics, turned into sim.tau before each step:
+    tau = effort + kp (q* - q) + kd (v* - v), the PD terms where a target is set (v* = 0 where
+    only q* is).
 
-    def __init__(self, sim, dofs, gains):
+    A JointState command names joints (DOFs); each of position, velocity, effort is either empty
+    (not commanded: that interface unchanged for the named joints), one value per name (NaN: not
+    commanded, unchanged, for that joint; ros2_control's command interfaces are NaN until a
+    controller writes them), or shorter: one value per named
+    joint that `interfaces` ({joint: [position, velocity, effort]}) gives that interface, in name
+    order, as joint_state_topic_hardware_interface sends them. A joint listed in `interfaces`
+    takes only its interfaces from full arrays too (topic_based_ros2_control sends 0 for the
+    others). A joint given a position interface holds its initial position until commanded (as a
+    servo does when powered), so a robot stands while its controllers start."""
+
+    def __init__(self, sim, dofs, gains, interfaces=None):
         nv = sim.nv
         self.effort = np.zeros(nv)
         self.q_target = np.full(nv, np.nan)
@@ -90,12 +105,15 @@ class JointController:
         self.kd = np.zeros(nv)
         self.q_of_v = np.full(nv, -1)
         self.index = {}                    # DOF name -> v index
+        self.interfaces = dict(interfaces or {})
         default = gains.get("default", [0.0, 0.0])
         for name, iq, iv, joint in dofs:
             self.index[name] = iv
             self.q_of_v[iv] = iq
             self.kp[iv], self.kd[iv] = gains.get(name, gains.get(joint, default))
-        self.active = False
+            if "position" in self.interfaces.get(name, ()):
+                self.q_target[iv] = sim.q[iq]
+        self.active = bool(np.isfinite(self.q_target).any())
 
     def adopt(self, old):
         """Keep the efforts and targets `old` held for the DOFs (by name) still in the world."""
@@ -106,20 +124,31 @@ class JointController:
         self.active = old.active
 
     def command(self, cmd):
-        """A decoded JointState command (names with effort and/or position/velocity)."""
-        unknown = [n for n in cmd.names if n not in self.index]
+        """A decoded JointState command; returns an error text (the message ignored) or None."""
+        names = cmd.names
+        unknown = [n for n in names if n not in self.index]
         if unknown:
             return f"joint_commands: unknown joint(s) {', '.join(unknown)}"
-        for k, name in enumerate(cmd.names):
-            iv = self.index[name]
-            if cmd.effort is not None and len(cmd.effort) == len(cmd.names):
-                self.effort[iv] = cmd.effort[k]
-            if cmd.position is not None and len(cmd.position) == len(cmd.names):
-                self.q_target[iv] = cmd.position[k]
-                if cmd.velocity is None or len(cmd.velocity) != len(cmd.names):
-                    self.v_target[iv] = 0.0
-            if cmd.velocity is not None and len(cmd.velocity) == len(cmd.names):
-                self.v_target[iv] = cmd.velocity[k]
+        columns = []
+        for kind, values in (("position", cmd.position), ("velocity", cmd.velocity), ("effort", cmd.effort)):
+            if values is None or len(values) == 0:
+                continue
+            if len(values) == len(names):     # one per name; a joint given interfaces takes only those
+                keep = [k for k, n in enumerate(names) if kind in self.interfaces.get(n, (kind,))]
+                takers, values = [names[k] for k in keep], np.asarray(values, dtype=float)[keep]
+            else:
+                takers = [n for n in names if kind in self.interfaces.get(n, ())]
+                if len(takers) != len(values):
+                    return (f"joint_commands: {len(values)} {kind} value(s) for {len(names)} names; expected one per "
+                            f"name (NaN: not commanded) or one per named joint with a {kind} interface in "
+                            f"command_interfaces ({len(takers)}: {', '.join(takers) or 'none'})")
+            if np.isinf(values).any():
+                return f"joint_commands: {kind} values must be finite or NaN (not commanded), got {list(values)}"
+            columns.append((kind, [self.index[n] for n in takers], np.asarray(values, dtype=float)))
+        for kind, iv, values in columns:
+            target = self.q_target if kind == "position" else self.v_target if kind == "velocity" else self.effort
+            given = ~np.isnan(values)
+            target[np.asarray(iv, dtype=int)[given]] = values[given]
         self.active = True
         return None
 
@@ -138,9 +167,10 @@ class JointController:
         if has_q.any():
             iq = self.q_of_v[has_q]
             tau[has_q] += self.kp[has_q] * (self.q_target[has_q] - sim.q[iq])
-        has_v = ~np.isnan(self.v_target)
+        v_target = np.where(has_q & np.isnan(self.v_target), 0.0, self.v_target)
+        has_v = ~np.isnan(v_target)
         if has_v.any():
-            tau[has_v] += self.kd[has_v] * (self.v_target[has_v] - sim.v[has_v])
+            tau[has_v] += self.kd[has_v] * (v_target[has_v] - sim.v[has_v])
         sim.tau = tau
 
 
@@ -174,7 +204,7 @@ class Bridge:
         self.rates = {key: Rate(min(float(config[key]), 1.0 / sim.dt)) for key in RATES}
         self.subscriber_rate = Rate(min(10.0, 1.0 / sim.dt))
         self._layout()
-        self.controller = JointController(sim, self.dofs, config.get("pd_gains", {}))
+        self.controller = JointController(sim, self.dofs, config.get("pd_gains", {}), config.get("command_interfaces"))
         self.actuator_names = list(sim.actuator_names)
         self.input_names = list(sim.input_names)
         self._reported = set()
@@ -261,6 +291,11 @@ class Bridge:
                     self.merged[a.name] = (a.link + "_imu", a, g)
                     self.merged[g.name] = self.merged[a.name]
 
+    def named_topic(self, key):
+        """The topic a configuration key names: absolute as given, else under the namespace."""
+        name = self.config.get(key) or key[:-len("_topic")]
+        return name if name.startswith("/") else self.topic(name)
+
     def topic(self, *parts):
         """NS/<name>/<rest>: the name (a world name, perhaps "<entity>/<thing>") made of valid
         segments; the rest as given."""
@@ -281,11 +316,11 @@ class Bridge:
         adv["tf"] = t.advertise("/tf", msg.TF_MESSAGE, TF)
         adv["tf_static"] = t.advertise("/tf_static", msg.TF_MESSAGE, LATCHED)
         adv["diagnostics"] = t.advertise("/diagnostics", msg.DIAGNOSTIC_ARRAY, DEFAULT)
-        adv["joint_states"] = t.advertise(self.topic("joint_states"), msg.JOINT_STATE, DEFAULT)
+        adv["joint_states"] = t.advertise(self.named_topic("joint_states_topic"), msg.JOINT_STATE, DEFAULT)
         if self.actuator_names:
             adv["actuator_controls/state"] = t.advertise(self.topic("actuator_controls", "state"), msg.JOINT_STATE, DEFAULT)
         self._advertise_models()
-        t.subscribe(self.topic("joint_commands"), msg.JOINT_STATE, self._on_joint_commands)
+        t.subscribe(self.named_topic("joint_commands_topic"), msg.JOINT_STATE, self._on_joint_commands)
         t.subscribe(self.topic("joint_efforts"), msg.FLOAT64_MULTI_ARRAY, self._on_joint_efforts)
         if self.actuator_names:
             t.subscribe(self.topic("actuator_controls"), msg.JOINT_STATE, self._on_actuator_controls)
@@ -394,7 +429,8 @@ class Bridge:
         commands of the DOFs that stay."""
         old_controller = self.controller
         self._layout()
-        self.controller = JointController(self.sim, self.dofs, self.config.get("pd_gains", {}))
+        self.controller = JointController(self.sim, self.dofs, self.config.get("pd_gains", {}),
+                                          self.config.get("command_interfaces"))
         self.controller.adopt(old_controller)
         self._advertise_models()
         for name in list(self._last):

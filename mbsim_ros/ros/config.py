@@ -36,6 +36,10 @@ DEFAULTS = {
     "diagnostics_rate": 1.0,        # Hz
     "merge_imu": False,             # one Imu per link from its accelerometer + gyro
     "pd_gains": {"default": [100.0, 10.0]},   # joint_commands position/velocity tracking: [kp, kd]
+    "joint_commands_topic": "joint_commands",  # JointState commands in; relative to the namespace unless /...
+    "joint_states_topic": "joint_states",      # JointState position, velocity, effort of every DOF out
+    "command_interfaces": {},       # per joint: [position, velocity, effort], the interfaces a shorter-than-name
+                                    # command array maps to (joint_state_topic_hardware_interface's layout)
     "sensors": {},                  # per sensor: rate, delay, saturate, noise, enabled, points
     "devices": {},                  # per sensor: its real device (hardware in the loop, config/hil.yaml)
     "emulate": {},                  # per sensor: a serial port to write it to in a device protocol
@@ -44,6 +48,7 @@ DEFAULTS = {
 }
 CHOICES = {"integrator": ("semi-implicit-euler", "rk4"), "contact": ("lcp", "penalty", "none"),
            "catch_up": ("compensatory", "conservative")}
+COMMAND_INTERFACES = ("position", "velocity", "effort")
 # left open (None / ""), these come from the models' settings (world.apply_model_settings)
 FROM_MODEL = ("dt", "duration", "contact")
 
@@ -152,6 +157,15 @@ def _check(key, value, where):
         return check_section(key, value, where)
     if not isinstance(value, dict):
         raise ConfigError(f"{where}: {key} must be a mapping, got {value!r}")
+    if key == "command_interfaces":
+        out = {}
+        for joint, kinds in value.items():
+            kinds = [kinds] if isinstance(kinds, str) else kinds
+            if not (isinstance(kinds, list) and kinds and all(k in COMMAND_INTERFACES for k in kinds)):
+                raise ConfigError(f"{where}: command_interfaces.{joint} must be a list of "
+                                  f"{', '.join(COMMAND_INTERFACES)}, got {value[joint]!r}")
+            out[str(joint)] = list(kinds)
+        return out
     if key == "pd_gains":
         gains = dict(default)
         for joint, kpkd in value.items():

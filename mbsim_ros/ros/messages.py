@@ -14,13 +14,70 @@ Bulk data (images, depth, ranges, joint vectors) goes through as numpy arrays, n
 from __future__ import annotations
 
 import math
+import re
 import struct
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
-from rosbags.typesys import Stores, get_typestore
+from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
 TYPESTORE = get_typestore(Stores.ROS2_JAZZY)
+
+# Interface packages a ROS distribution may lack (simulation_interfaces), from the definitions
+# shipped in mbsim_ros/data/interfaces/<package>/{msg,srv,action}: the same files CI builds the
+# rosidl package from.
+INTERFACES = Path(__file__).resolve().parent.parent / "data" / "interfaces"
+
+
+def interface_definitions(root=INTERFACES) -> dict:
+    """{"pkg/msg/Name": definition} of every msg, srv and action under root, with services as
+    their _Request / _Response messages and actions as the messages rosidl makes of them (Goal,
+    Result, Feedback; SendGoal and GetResult requests and responses; FeedbackMessage), which is
+    what goes on the wire and into a bag."""
+    out = {}
+    for path in sorted(root.glob("*/*/*")):
+        package, kind, name = path.parts[-3], path.parts[-2], path.stem
+        parts = [p.strip() + "\n" for p in re.split(r"^---\s*$", path.read_text(), flags=re.M)]
+        base = f"{package}/{kind}/{name}"
+        if kind == "msg" and len(parts) == 1:
+            out[base] = parts[0]
+        elif kind == "srv" and len(parts) == 2:
+            out[base + "_Request"], out[base + "_Response"] = parts
+        elif kind == "action" and len(parts) == 3:
+            out[base + "_Goal"], out[base + "_Result"], out[base + "_Feedback"] = parts
+            uuid = "unique_identifier_msgs/UUID goal_id\n"
+            out[base + "_SendGoal_Request"] = uuid + f"{base}_Goal goal\n"
+            out[base + "_SendGoal_Response"] = "bool accepted\nbuiltin_interfaces/Time stamp\n"
+            out[base + "_GetResult_Request"] = uuid
+            out[base + "_GetResult_Response"] = f"int8 status\n{base}_Result result\n"
+            out[base + "_FeedbackMessage"] = uuid + f"{base}_Feedback feedback\n"
+        else:
+            raise ValueError(f"{path}: expected a .msg, a .srv with one '---' or an .action with two")
+    return out
+
+
+_BUILTIN = {"bool", "byte", "char", "float32", "float64", "int8", "uint8", "int16", "uint16", "int32",
+            "uint32", "int64", "uint64", "string", "wstring"}
+
+
+def _register_interfaces():
+    """Into TYPESTORE. rosbags resolves a bare type name against the parent of the type being
+    parsed (srv/ and action/ types would look for simulation_interfaces/action/Result) and files
+    services under pkg/srv/msg/: bare names are qualified with their package first, and service
+    types are registered under their rosidl names (pkg/srv/Name_Request)."""
+    types = {}
+    for typename, text in interface_definitions().items():
+        package = typename.split("/")[0]
+        text = re.sub(r"^([A-Za-z]\w*)(?=(\[\S*\])?\s)",
+                      lambda m: m.group(1) if m.group(1) in _BUILTIN else f"{package}/{m.group(1)}",
+                      text, flags=re.M)
+        for name, parsed in get_types_from_msg(text, typename).items():
+            types[name.replace("/srv/msg/", "/srv/")] = parsed
+    TYPESTORE.register(types)
+
+
+_register_interfaces()
 
 # Type names (rosbags / rosbag2 spelling; the DDS spelling is derived from these).
 IMU = "sensor_msgs/msg/Imu"

@@ -15,8 +15,13 @@ Models: `model` (config/sim.yaml), or "topic:/robot_description" (wait for the U
 topic), or "param:robot_description"; with `model` empty and the robot_description parameter
 set, that robot (with a ground plane under a floating one).
 Topic namespace: the node's namespace, or the first model's name when the node has none.
-Services (`create_services`, all under the topic namespace NS): NS/pause (std_srvs/SetBool),
-NS/step and NS/reset (std_srvs/Trigger); for each sensor with a real device (the config's
+Services (`create_services`): simulation_interfaces (the ROS 2 simulator standard,
+ros/sim_services.py) under the node's name, /mbsim/... (<node namespace>/mbsim/...), as Gazebo
+offers them under /gzserver: get_simulator_features, get_simulation_state, set_simulation_state,
+step_simulation, reset_simulation, get_entities, get_entity_info, get_entity_state,
+get_entities_states, set_entity_state, spawn_entity, delete_entity, get_spawnables, and the
+action simulate_steps. Under the topic namespace NS, thin aliases of them: NS/pause
+(std_srvs/SetBool), NS/step and NS/reset (std_srvs/Trigger); for each sensor with a real device (the config's
 devices: section) NS/<sensor>/set_source (std_srvs/SetBool: true puts the real device on the
 sensor's topic, false the simulation; the response's message says which).
 SIGINT and SIGTERM (what `ros2 launch` sends) stop the runner, flush what is queued, close the
@@ -28,6 +33,7 @@ import math
 import os
 import signal
 import sys
+import threading
 
 from ..model import ConfigError, ModelError
 from .config import CHOICES, DEFAULTS, load_config
@@ -134,30 +140,201 @@ def set_source_service(session, sensor: str):
     return callback
 
 
-def create_services(node, session) -> list:
-    """Every service of the node, under the topic namespace (session.bridge.topic): pause, step,
-    reset, and <sensor>/set_source for sensors with a real device. New services go here."""
+def _result(result, code, message=""):
+    result.result, result.error_message = int(code), str(message)
+
+
+def _fill_state(out, st):
+    """A simulation_interfaces/EntityState from sim_services' plain state."""
+    from .messages import to_sec_nanosec
+    out.header.stamp.sec, out.header.stamp.nanosec = to_sec_nanosec(st["stamp"])
+    out.header.frame_id = st["frame"]
+    p, o = out.pose.position, out.pose.orientation
+    p.x, p.y, p.z = (float(x) for x in st["position"])
+    o.x, o.y, o.z, o.w = (float(x) for x in st["orientation"])
+    for vec, key in ((out.twist.linear, "linear"), (out.twist.angular, "angular"),
+                     (out.acceleration.linear, "linear_acceleration"), (out.acceleration.angular, "angular_acceleration")):
+        vec.x, vec.y, vec.z = (float(x) for x in st[key])
+
+
+def _filters(f):
+    return dict(pattern=f.filter, categories=[c.category for c in f.categories], tags=list(f.tags.tags),
+                bounds_type=f.bounds.type)
+
+
+def serve_simulation_interfaces(node, si):
+    """Services and the SimulateSteps action of simulation_interfaces on `node`, over the
+    SimulationInterfaces `si`. Blocking ones (stepping, states) in a reentrant group, so a
+    MultiThreadedExecutor keeps the others answering."""
+    from rclpy.action import ActionServer, CancelResponse, GoalResponse
+    from rclpy.callback_groups import ReentrantCallbackGroup
+    from simulation_interfaces import action as A
+    from simulation_interfaces import srv as S
+
+    group = ReentrantCallbackGroup()
+
+    def features(req, res):
+        codes, formats, info = si.features()
+        res.features.features, res.features.spawn_formats, res.features.custom_info = codes, formats, info
+        return res
+
+    def get_state(req, res):
+        res.state.state = si.state()
+        _result(res.result, 1)
+        return res
+
+    def set_state(req, res):
+        _result(res.result, *si.set_state(req.state.state))
+        return res
+
+    def step(req, res):
+        _result(res.result, *si.step(req.steps))
+        return res
+
+    def reset(req, res):
+        _result(res.result, *si.reset(req.scope))
+        return res
+
+    def entities(req, res):
+        code, message, names = si.entities(**_filters(req.filters))
+        _result(res.result, code, message)
+        res.entities = names
+        return res
+
+    def entities_states(req, res):
+        from simulation_interfaces.msg import EntityState
+        code, message, names, states = si.entities_states(**_filters(req.filters))
+        _result(res.result, code, message)
+        res.entities = names
+        res.states = []
+        for st in states:
+            out = EntityState()
+            _fill_state(out, st)
+            res.states.append(out)
+        return res
+
+    def entity_info(req, res):
+        code, message, info = si.entity_info(req.entity)
+        _result(res.result, code, message)
+        if info is not None:
+            res.info.category.category, res.info.description, res.info.tags = info
+        return res
+
+    def entity_state(req, res):
+        code, message, st = si.entity_state(req.entity)
+        _result(res.result, code, message)
+        if st is not None:
+            _fill_state(res.state, st)
+        return res
+
+    def set_entity_state(req, res):
+        s = req.state
+        p, o, v, w = s.pose.position, s.pose.orientation, s.twist.linear, s.twist.angular
+        _result(res.result, *si.set_entity_state(req.entity, s.header.frame_id, (p.x, p.y, p.z),
+                                                 (o.x, o.y, o.z, o.w), (v.x, v.y, v.z), (w.x, w.y, w.z)))
+        return res
+
+    def spawn(req, res):
+        pose = req.initial_pose
+        p, o = pose.pose.position, pose.pose.orientation
+        code, message, name = si.spawn(req.name, req.allow_renaming, req.uri, req.resource_string,
+                                       req.entity_namespace, pose.header.frame_id, (p.x, p.y, p.z),
+                                       (o.x, o.y, o.z, o.w))
+        _result(res.result, code, message)
+        res.entity_name = name
+        return res
+
+    def delete(req, res):
+        _result(res.result, *si.delete(req.entity))
+        return res
+
+    def spawnables(req, res):
+        from simulation_interfaces.msg import Spawnable
+        code, message, items = si.spawnables()
+        _result(res.result, code, message)
+        res.spawnables = [Spawnable(uri=uri, description=text) for uri, text in items]
+        return res
+
+    for type_, name, callback in (
+            (S.GetSimulatorFeatures, "get_simulator_features", features),
+            (S.GetSimulationState, "get_simulation_state", get_state),
+            (S.SetSimulationState, "set_simulation_state", set_state),
+            (S.StepSimulation, "step_simulation", step),
+            (S.ResetSimulation, "reset_simulation", reset),
+            (S.GetEntities, "get_entities", entities),
+            (S.GetEntitiesStates, "get_entities_states", entities_states),
+            (S.GetEntityInfo, "get_entity_info", entity_info),
+            (S.GetEntityState, "get_entity_state", entity_state),
+            (S.SetEntityState, "set_entity_state", set_entity_state),
+            (S.SpawnEntity, "spawn_entity", spawn),
+            (S.DeleteEntity, "delete_entity", delete),
+            (S.GetSpawnables, "get_spawnables", spawnables)):
+        node.create_service(type_, "~/" + name, callback, callback_group=group)
+
+    def execute(goal):
+        feedback = A.SimulateSteps.Feedback()
+
+        def publish(done, left):
+            feedback.completed_steps, feedback.remaining_steps = done, left
+            goal.publish_feedback(feedback)
+        code, message = si.step(goal.request.steps, feedback=publish, cancelled=lambda: goal.is_cancel_requested)
+        result = A.SimulateSteps.Result()
+        _result(result.result, code, message)
+        if goal.is_cancel_requested:
+            goal.canceled()
+        elif code == 1:
+            goal.succeed()
+        else:
+            goal.abort()
+        return result
+
+    return ActionServer(node, A.SimulateSteps, "~/simulate_steps", execute, callback_group=group,
+                        goal_callback=lambda goal: GoalResponse.ACCEPT,
+                        cancel_callback=lambda goal: CancelResponse.ACCEPT)
+
+
+def create_services(node, session, quit=None) -> list:
+    """Every service of the node: simulation_interfaces under ~/ (and its action), then under the
+    topic namespace (session.bridge.topic) pause, step, reset as aliases of them, and
+    <sensor>/set_source for sensors with a real device. New services go here. quit(): what
+    STATE_QUITTING does. Blocking services are in a reentrant group, so a MultiThreadedExecutor
+    keeps answering the others while one steps."""
+    from rclpy.callback_groups import ReentrantCallbackGroup
     from std_srvs.srv import SetBool, Trigger
-    runner, sim, topic = session.runner, session.sim, session.bridge.topic
+
+    from .sim_services import ALREADY_IN_TARGET_STATE, OK, PAUSED, PLAYING, SCOPE_STATE, SCOPE_TIME, SimulationInterfaces
+    sim, topic = session.sim, session.bridge.topic
+    si = SimulationInterfaces(session, quit=quit)
+    try:
+        services = [serve_simulation_interfaces(node, si)]
+    except ImportError as e:          # the package is an exec_depend; without it, say so, serve the rest
+        services = []
+        node.get_logger().warning(f"simulation_interfaces is not importable ({e}): its services are not "
+                                  "offered (install ros-$ROS_DISTRO-simulation-interfaces)")
 
     def pause(request, response):
-        (runner.pause if request.data else runner.resume)()
-        response.success, response.message = True, "paused" if request.data else "running"
+        code, message = si.set_state(PAUSED if request.data else PLAYING)
+        response.success = code in (OK, ALREADY_IN_TARGET_STATE)
+        response.message = ("paused" if request.data else "running") if response.success else message
         return response
 
     def step(request, response):
-        response.success = runner.step_once(1, wait=True, timeout=5.0)
-        response.message = f"t = {sim.t:.6f} s"
+        if si.state() == PLAYING:
+            si.set_state(PAUSED)
+        code, message = si.step(1)
+        response.success = code == OK
+        response.message = f"t = {sim.t:.6f} s" if response.success else message
         return response
 
     def reset(request, response):
-        session.reset()
-        response.success, response.message = True, "reset to t = 0"
+        code, message = si.reset(SCOPE_TIME | SCOPE_STATE)
+        response.success, response.message = code == OK, "reset to t = 0" if code == OK else message
         return response
 
-    services = [node.create_service(SetBool, topic("pause"), pause),
-                node.create_service(Trigger, topic("step"), step),
-                node.create_service(Trigger, topic("reset"), reset)]
+    group = ReentrantCallbackGroup()
+    services += [node.create_service(SetBool, topic("pause"), pause, callback_group=group),
+                 node.create_service(Trigger, topic("step"), step, callback_group=group),
+                 node.create_service(Trigger, topic("reset"), reset, callback_group=group)]
     for name in (session.bridge.hil.sources if session.bridge.hil is not None else ()):
         services.append(node.create_service(SetBool, topic(name, "set_source"), set_source_service(session, name)))
     return services
@@ -255,7 +432,7 @@ def main(args=None):
 
     import rclpy
     from rcl_interfaces.msg import SetParametersResult
-    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.executors import MultiThreadedExecutor
     from rclpy.parameter import Parameter
     from rclpy.signals import SignalHandlerOptions
 
@@ -294,14 +471,15 @@ def main(args=None):
         return SetParametersResult(successful=True)
     node.add_on_set_parameters_callback(on_set)
 
-    create_services(node, session)
+    # STATE_QUITTING: the loop below ends once the response has had 0.5 s to leave
+    create_services(node, session, quit=lambda: threading.Timer(0.5, stop.append, ("quit",)).start())
     if config["duration"] is not None:
         session.pause_at(config["duration"])
     log.info(f"simulating {', '.join(m.name for m in models)} at real-time factor "
              f"{config['real_time_factor']:g}, dt {session.sim.dt:g} s"
              f"{'' if config['duration'] is None else ', pausing at t = %g s' % config['duration']}; "
              f"topics and services under {session.bridge.ns}")
-    executor = SingleThreadedExecutor()
+    executor = MultiThreadedExecutor(num_threads=4)   # a stepping service blocks one thread
     executor.add_node(node)
     runner.start()
     status = 0
@@ -326,7 +504,8 @@ def main(args=None):
         node.destroy_node()
         rclpy.try_shutdown()
     if stop:
-        print(f"mbsim sim_node: stopped by {signal.Signals(stop[0]).name}", file=sys.stderr)
+        why = "set_simulation_state (quitting)" if stop[0] == "quit" else signal.Signals(stop[0]).name
+        print(f"mbsim sim_node: stopped by {why}", file=sys.stderr)
     return status
 
 
