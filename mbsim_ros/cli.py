@@ -6,6 +6,7 @@
     mbsim convert MODEL -o robot.urdf                 URDF for robot_description / RViz
     mbsim render [MODEL ...] -o view.png              a picture of the world or of a camera's view
     mbsim plot BAG -o plot.png                        recorded IMU, wrench and joint traces
+    mbsim batch SPEC [-o DIR] [--compare BASELINE]    many scenarios headless on Dask -> Parquet
 
 Bad input ends with one line on stderr and exit status 2.
 """
@@ -283,7 +284,17 @@ def build_parser():
     plot.add_argument("bag", help="a rosbag2 directory written by mbsim run --bag")
     plot.add_argument("-o", "--output", required=True, help="the PNG to write")
     plot.set_defaults(func=cmd_plot)
+    batch = sub.add_parser("batch", help="run a batch of scenarios headless (sweeps, Monte Carlo, regression "
+                                         "checks) on a local or an existing Dask cluster")
+    from .batch.command import add_arguments as batch_arguments
+    batch_arguments(batch)
+    batch.set_defaults(func=cmd_batch)
     return p
+
+
+def cmd_batch(args):
+    from .batch.command import main as batch_main
+    return batch_main(args)
 
 
 def main(argv=None):

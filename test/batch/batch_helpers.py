@@ -1,0 +1,38 @@
+"""Controllers and metrics the batch tests name by import path (workers import this module: it
+is on sys.path where the test runs, and Dask's spawned workers inherit sys.path)."""
+import os
+import signal
+
+import numpy as np
+
+
+def push(world, effort=0.0):
+    """Joint efforts on the cart's arm from t = 0 (the only DOF that is not the free base)."""
+    world.joint_efforts([effort])
+
+
+def die_once(world, marker):
+    """Kill this worker process the first time any scenario runs it (marker file absent); then,
+    rerun elsewhere, behave as an undriven scenario."""
+    try:
+        fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return None
+    os.close(fd)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def swing(world, target=0.5):
+    """A controller loop: position target on the arm every control period, sent as a ROS node would."""
+    def tick(w):
+        w.joint_commands(["ARM"], position=[target])
+    return tick
+
+
+def arm_final(sig):
+    """A custom metric: the arm's final angle."""
+    return float(sig.joint("ARM")[-1])
+
+
+def arm_peak(sig, scale=1.0):
+    return float(scale * np.abs(sig.joint("ARM")).max())
