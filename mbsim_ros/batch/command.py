@@ -41,7 +41,7 @@ def main(args):
     for note in spec.notes:
         print(f"note: {note}", file=sys.stderr)
     out = args.output or os.path.splitext(os.path.basename(args.spec))[0] + "-results"
-    where = ("in this process" if args.workers == 0 and not (args.scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS"))
+    where = ("this process" if args.workers == 0 and not (args.scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS"))
              else f"the Dask cluster at {args.scheduler or os.environ.get('DASK_SCHEDULER_ADDRESS')}"
              if args.scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS")
              else f"a local Dask cluster of {args.workers or os.cpu_count()} workers")
@@ -70,9 +70,9 @@ def main(args):
         print(f"compare {args.compare}: no metric moved beyond its tolerance")
         return 0
     print(f"compare {args.compare}: {len(moved)} change(s) beyond tolerance:")
-    for scenario, what, old, new, tol in moved:
+    for scenario, what, old, new, tol, which in moved:
         if what == "status":
-            print(f"  {scenario} status: {old} -> {new}")
+            print(f"  {scenario} status: {old} -> {new} ({which})")
         else:
-            print(f"  {scenario} {what}: {old!r} -> {new!r} (tolerance {tol:g})")
+            print(f"  {scenario} {what}: {old!r} -> {new!r}, tolerance {tol:g} ({which})")
     return 1

@@ -35,7 +35,8 @@ def summary(table, spec) -> str:
 
 
 def plot(table, spec, path):
-    """PNG: a histogram of each metric, then the first metric over each swept numeric parameter."""
+    """PNG: a histogram of each metric, then one metric over each swept numeric parameter (the
+    first declared metric that varies across the scenarios, else the first)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -58,7 +59,8 @@ def plot(table, spec, path):
         ax.set_xlabel(m, fontsize=8)
         ax.set_ylabel("scenarios", fontsize=8)
     if metrics:
-        first = metrics[0]
+        varies = [m for m in metrics if len({r[m] for r in rows if r[m] == r[m]}) > 1]
+        first = (varies or metrics)[0]
         for ax, p in zip(flat[len(metrics):], swept):
             x = np.array([r[p] for r in rows], dtype=float)
             y = np.array([r[first] for r in rows], dtype=float)
@@ -77,7 +79,7 @@ def plot(table, spec, path):
 
 
 def compare(table, baseline, spec):
-    """(moved, notes): moved = [(scenario, what, old, new, tolerance)] for every metric whose
+    """(moved, notes): moved = [(scenario, what, old, new, tolerance, which)] for every metric whose
     value moved by more than its tolerance (NaN against a number counts; NaN against NaN does
     not) and every status change, matched by scenario key (seed and parameters); notes: the
     scenarios or metrics the baseline lacks."""
@@ -95,8 +97,10 @@ def compare(table, baseline, spec):
         b = old.get(key)
         if b is None:
             continue
+        which = ", ".join([f"seed {r['seed']}"] + [f"{a.name} {r[a.name]:g}" if not a.categorical else
+                                                  f"{a.name} {r[a.name]}" for a in spec.axes])
         if r["status"] != b["status"]:
-            moved.append((r["scenario"], "status", b["status"], r["status"], None))
+            moved.append((r["scenario"], "status", b["status"], r["status"], None, which))
         for m in spec.metrics:
             if m not in b:
                 continue
@@ -106,5 +110,5 @@ def compare(table, baseline, spec):
             if math.isnan(x) and math.isnan(y):
                 continue
             if math.isnan(x) or math.isnan(y) or (x != y and not abs(y - x) <= tol):
-                moved.append((r["scenario"], m, x, y, tol))
+                moved.append((r["scenario"], m, x, y, tol, which))
     return moved, notes

@@ -7,8 +7,8 @@ import numpy as np
 
 
 def push(world, effort=0.0):
-    """Joint efforts on the cart's arm from t = 0 (the only DOF that is not the free base)."""
-    world.joint_efforts([effort])
+    """Joint efforts (every DOF in model order: the free base's six, then the arm) from t = 0."""
+    world.joint_efforts([0.0] * 6 + [effort])
 
 
 def die_once(world, marker):
@@ -36,3 +36,13 @@ def arm_final(sig):
 
 def arm_peak(sig, scale=1.0):
     return float(scale * np.abs(sig.joint("ARM")).max())
+
+
+def base_z(sig):
+    """The base's final height, as recorded (no arithmetic: compared bit for bit)."""
+    return float(sig.q[-1, 2])
+
+
+def gyro_last_x(sig):
+    """The gyro's last reading's x (noise included)."""
+    return float(sig.readings["IMU_GYRO"][1][-1, 0])

@@ -1,0 +1,234 @@
+"""`mbsim batch` on a LocalCluster of two worker processes (loopback): the rows a grid and a
+random sample give, bit-identical seeds across batches and against a plain Simulation, failed
+rows, a worker killed mid-batch, --resume, --compare, bags, and bad specs."""
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from conftest import CART, FLOOR, cart_spec
+from mbsim_ros.batch.spec import SpecError, load_spec, prepare
+
+pa = pytest.importorskip("pyarrow", reason="pyarrow is a test dependency")
+pq = pytest.importorskip("pyarrow.parquet")
+pytest.importorskip("dask.distributed", reason="dask[distributed] is a test dependency")
+
+from mbsim_ros.batch.runner import BatchInterrupted, run_batch  # noqa: E402
+
+
+def rows_of(table):
+    return {r["scenario"]: r for r in table.to_pylist()}
+
+
+@pytest.fixture(scope="module")
+def grid(cluster, tmp_path_factory):
+    """The cart grid (2 masses x 2 dampings x 2 seeds) run once on the cluster."""
+    spec = prepare(load_spec(cart_spec()))
+    out = tmp_path_factory.mktemp("grid") / "out"
+    return spec, out, run_batch(spec, str(out), client=cluster[0])
+
+
+def test_a_grid_gives_one_ok_row_per_combination_and_seed(grid):
+    spec, out, table = grid
+    rows = table.to_pylist()
+    expected = set(itertools.product([0.1, 0.3], [0.1, 1.0], [0, 1]))
+    got = [(r["link.ARM.mass"], r["joint.ARM.damping"], r["seed"]) for r in rows]
+    assert sorted(got) == sorted(expected)                     # each exactly once
+    assert [r["scenario"] for r in rows] == [f"s{k:05d}" for k in range(8)]
+    assert all(r["status"] == "ok" and r["error"] == "" for r in rows), [r["error"] for r in rows]
+    assert all(math.isfinite(r[m]) for r in rows for m in spec.metrics)
+    assert all(r["sim_time"] == pytest.approx(0.2) for r in rows)
+    # the parameters reached the physics: the heavier arm presses the floor harder
+    light = [r["max_contact_force"] for r in rows if r["link.ARM.mass"] == 0.1]
+    heavy = [r["max_contact_force"] for r in rows if r["link.ARM.mass"] == 0.3]
+    assert min(heavy) > max(light)
+    # two workers shared the work
+    assert len({r["worker"] for r in rows}) == 2
+    on_disk = pq.read_table(out / "results.parquet")
+    assert on_disk.equals(table)
+
+
+def test_a_random_sample_draws_n_points_inside_the_ranges_crossed_with_the_seeds(cluster, tmp_path):
+    spec = prepare(load_spec(cart_spec(sample="random", n=3, sample_seed=7, parameters={
+        "link.ARM.mass": {"range": [0.1, 0.4]}, "model.Cart.yaw": {"range": [-0.5, 0.5]},
+        "joint.ARM.damping": {"values": [0.2, 0.5]}})))
+    table = run_batch(spec, str(tmp_path / "out"), client=cluster[0])
+    rows = table.to_pylist()
+    assert len(rows) == 6 and all(r["status"] == "ok" for r in rows)
+    points = {(r["link.ARM.mass"], r["model.Cart.yaw"], r["joint.ARM.damping"]) for r in rows}
+    assert len(points) == 3                                     # 3 samples, each with both seeds
+    for mass, yaw, damping in points:
+        assert 0.1 <= mass <= 0.4 and -0.5 <= yaw <= 0.5 and damping in (0.2, 0.5)
+    assert sorted(r["seed"] for r in rows) == [0, 0, 0, 1, 1, 1]
+    # the same sample_seed draws the same points; another draws others
+    again = {tuple(s["params"].values()) for s in prepare(load_spec(cart_spec(
+        sample="random", n=3, sample_seed=7, parameters=spec_parameters(spec)))).scenarios}
+    assert again == points
+
+
+def spec_parameters(spec):
+    return {a.name: ({"values": a.values} if a.values is not None else {"range": [a.low, a.high]}) for a in spec.axes}
+
+
+def test_a_latin_hypercube_puts_one_sample_in_each_stratum_of_each_range():
+    spec = load_spec(cart_spec(sample="lhs", n=5, seeds=[0], parameters={
+        "link.ARM.mass": {"range": [0.1, 0.6]}, "joint.ARM.damping": {"range": [0.0, 5.0]}}))
+    from mbsim_ros.batch.spec import scenarios
+    points = [s["params"] for s in scenarios(spec)]
+    assert len(points) == 5
+    mass_bins = sorted(int((p["link.ARM.mass"] - 0.1) / 0.1) for p in points)
+    damping_bins = sorted(int(p["joint.ARM.damping"] / 1.0) for p in points)
+    assert mass_bins == [0, 1, 2, 3, 4] and damping_bins == [0, 1, 2, 3, 4]
+
+
+def test_the_same_seed_is_bit_identical_in_two_batches_and_in_a_plain_simulation(grid, cluster, tmp_path):
+    spec, _, first = grid
+    again = run_batch(prepare(load_spec(cart_spec())), str(tmp_path / "again"), client=cluster[0])
+    a, b = rows_of(first), rows_of(again)
+    for name in a:
+        for m in spec.metrics:
+            assert a[name][m] == b[name][m], (name, m)          # bit for bit, not approximately
+    # seeds matter: the noisy gyro differs between seeds 0 and 1 of one point
+    by_seed = {r["seed"]: r["gyro_x"] for r in a.values() if r["link.ARM.mass"] == 0.1 and r["joint.ARM.damping"] == 0.1}
+    assert by_seed[0] != by_seed[1]
+    # a plain in-process mb.Simulation with the same world, override and seed
+    import mbsim_ros as mb
+    from mbsim_ros.ros.world import hold_initial_pose
+    row = next(r for r in a.values() if r["link.ARM.mass"] == 0.3 and r["joint.ARM.damping"] == 1.0 and r["seed"] == 1)
+    cart, floor = mb.load_model(str(CART)), mb.load_model(str(FLOOR))
+    hold_initial_pose([cart, floor], 2000.0)                    # the run configuration's default hold
+    arm = cart.link("ARM")
+    arm.inertia = arm.inertia * (0.3 / arm.mass)
+    arm.mass = 0.3
+    cart.joint("ARM").damping[:] = 1.0
+    cart.finalize()
+    sim = mb.Simulation([cart, floor], dt=0.001, seed=1, sensors={"IMU_GYRO": {"noise": {"stddev": 0.01}}})
+    gyro = []
+    last = None
+    for _ in range(200):
+        sim.step()
+        r = sim.readings().get("IMU_GYRO")
+        if r is not None and r is not last:
+            gyro.append(r.values)
+            last = r
+    assert row["base_z"] == sim.q[2]
+    assert row["arm"] == sim.q[7]
+    assert row["gyro_x"] == gyro[-1][0]
+    g = np.array(gyro)
+    assert row["imu_rms"] == np.sqrt(((g - g.mean(axis=0)) ** 2).sum(axis=1).mean())
+
+
+def test_a_scenario_that_blows_up_is_a_failed_row_and_the_batch_goes_on(cluster, tmp_path):
+    spec = prepare(load_spec(cart_spec(seeds=[0], controller="batch_helpers:push", parameters={
+        "controller.effort": {"values": [0.0, 1e308]}})))
+    table = run_batch(spec, str(tmp_path / "out"), client=cluster[0], bags="failed")
+    rows = {r["controller.effort"]: r for r in table.to_pylist()}
+    assert rows[0.0]["status"] == "ok" and math.isfinite(rows[0.0]["max_tilt"])
+    bad = rows[1e308]
+    assert bad["status"] == "failed"
+    assert bad["error"].startswith("SimulationError: the simulation blew up")
+    assert all(math.isnan(bad[m]) for m in spec.metrics)
+    assert 0 < bad["sim_time"] < 0.2
+    # --bags failed: the failed scenario's bag, readable by an independent reader; none for the ok one
+    reader = pytest.importorskip("mcap_ros2.reader", reason="mcap-ros2-support is a test dependency")
+    bags = tmp_path / "out" / "bags"
+    assert [p.name for p in bags.iterdir()] == [bad["scenario"]]
+    mcap = next((bags / bad["scenario"]).glob("*.mcap"))
+    topics = {m.channel.topic for m in reader.read_ros2_messages(str(mcap))}
+    assert {"/Cart/joint_states", "/Cart/IMU_GYRO", "/clock", "/tf"} <= topics
+    assert (bags / bad["scenario"] / "metadata.yaml").exists()
+
+
+def test_a_worker_killed_mid_batch_has_its_scenario_rerun_and_every_row_arrives(cluster, tmp_path):
+    marker = tmp_path / "killed-once"
+    spec = prepare(load_spec(cart_spec(seeds=[0, 1, 2, 3], parameters={}, controller="batch_helpers:die_once",
+                                       controller_options={"marker": str(marker)})))
+    table = run_batch(spec, str(tmp_path / "out"), client=cluster[0])
+    rows = table.to_pylist()
+    assert marker.exists()                                      # a worker process really died
+    assert sorted(r["seed"] for r in rows) == [0, 1, 2, 3]
+    assert all(r["status"] == "ok" for r in rows), [r["error"] for r in rows]
+    client = cluster[0]
+    client.wait_for_workers(2, timeout=60)                      # the nanny restarted it
+
+
+def test_resume_after_an_interrupt_runs_only_the_missing_scenarios(grid, cluster, tmp_path):
+    spec = prepare(load_spec(cart_spec()))
+    out = str(tmp_path / "out")
+    seen = []
+
+    def interrupt_after_three(row):
+        seen.append(row["scenario"])
+        if len(seen) == 3:
+            raise KeyboardInterrupt
+    with pytest.raises(BatchInterrupted, match="interrupted: 3 of 8 scenarios kept"):
+        run_batch(spec, out, client=cluster[0], on_row=interrupt_after_three)
+    with pytest.raises(SpecError, match="holds a batch already; --resume"):
+        run_batch(spec, out, client=cluster[0])
+    rerun = []
+    table = run_batch(spec, out, client=cluster[0], resume=True, on_row=lambda r: rerun.append(r["scenario"]))
+    assert len(rerun) == 5 and not set(rerun) & set(seen)
+    full = rows_of(grid[2])
+    for name, row in rows_of(table).items():
+        assert {m: row[m] for m in spec.metrics} == {m: full[name][m] for m in spec.metrics}
+    again = []
+    run_batch(spec, out, client=cluster[0], resume=True, on_row=lambda r: again.append(r))
+    assert again == []                                           # nothing left to run
+
+
+def run_cli(argv, capsys):
+    from mbsim_ros.cli import main
+    status = main(argv)
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def test_compare_passes_an_unchanged_batch_and_flags_a_moved_metric(grid, cluster, tmp_path, capsys):
+    import yaml
+    spec_path = tmp_path / "cart.yaml"
+    spec_path.write_text(yaml.safe_dump(cart_spec(), sort_keys=False))
+    baseline = grid[1] / "results.parquet"
+    scheduler = cluster[0].scheduler.address
+    assert scheduler.startswith("tcp://127.0.0.1:")
+    status, out, err = run_cli(["batch", str(spec_path), "-o", str(tmp_path / "same"), "--scheduler", scheduler,
+                                "--compare", str(baseline), "--quiet"], capsys)
+    assert status == 0, err
+    assert "no metric moved beyond its tolerance" in out
+    assert (tmp_path / "same" / "summary.png").stat().st_size > 10000
+    # a baseline in which one scenario's max_tilt and arm differ: max_tilt (tolerance 0) is
+    # flagged, arm within its tolerance 1e-6 is not, one beyond it is
+    table = pq.read_table(baseline).to_pylist()
+    table[2]["max_tilt"] += 1e-9
+    table[3]["arm"] += 5e-7
+    table[4]["arm"] += 5e-6
+    changed = tmp_path / "changed.parquet"
+    pq.write_table(pa.Table.from_pylist(table, schema=pq.read_schema(baseline)), changed)
+    status, out, err = run_cli(["batch", str(spec_path), "-o", str(tmp_path / "again"), "--scheduler", scheduler,
+                                "--compare", str(changed), "--quiet"], capsys)
+    assert status == 1, err
+    listed = [line.split()[:2] for line in out.splitlines() if line.startswith("  s0")]
+    assert listed == [[table[2]["scenario"], "max_tilt:"], [table[4]["scenario"], "arm:"]], out
+    assert f"seed {table[4]['seed']}, link.ARM.mass {table[4]['link.ARM.mass']:g}" in out
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"parameters": {"link.NOPE.mass": {"values": [1.0]}}}, "parameters.link.NOPE.mass: no link named 'NOPE'"),
+    ({"parameters": {"link.ARM.mass": {"range": [0.5, 0.1], "steps": 2}}}, "expected low < high"),
+    ({"parameters": {"link.ARM.mass": {"values": [-1.0]}}}, "expected a finite number > 0"),
+    ({"parameters": {"link.ARM.size": {"values": [1.0]}}}, "unknown parameter"),
+    ({"parameters": {"joint.ARM.damping": {"range": [0.0, 1.0]}}}, "a grid needs steps"),
+    ({"metrics": {"wobble": {}}}, "unknown metric 'wobble'"),
+    ({"duratoin": 1.0}, "duratoin: unknown key"),
+    ({"world": {"devices": {"IMU_GYRO": {}}}}, "world.devices"),
+    ({"sample": "random"}, "n: missing"),
+])
+def test_a_bad_spec_ends_in_one_line_and_exit_status_2(change, message, tmp_path, capsys):
+    import yaml
+    spec_path = tmp_path / "bad.yaml"
+    spec_path.write_text(yaml.safe_dump(cart_spec(**change)))
+    status, out, err = run_cli(["batch", str(spec_path), "-o", str(tmp_path / "out"), "--quiet"], capsys)
+    assert status == 2
+    assert len(err.strip().splitlines()) == 1 and err.startswith(f"mbsim: {spec_path}: ")
+    assert message in err
+    assert not (tmp_path / "out").exists()
