@@ -46,3 +46,12 @@ def base_z(sig):
 def gyro_last_x(sig):
     """The gyro's last reading's x (noise included)."""
     return float(sig.readings["IMU_GYRO"][1][-1, 0])
+
+
+def wave(world, amplitude=0.3):
+    """A scenario written as a test writes one: commands and world.run in sequence. The batch
+    runs what is left of its duration afterwards."""
+    world.joint_commands(["ARM"], position=[amplitude])
+    world.run(0.1)
+    world.joint_commands(["ARM"], position=[-amplitude])
+    world.run(0.05)
