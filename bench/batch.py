@@ -1,0 +1,132 @@
+"""Batch throughput: SR1 scenarios (the bundled world, gyro noise, a seed each, every built-in
+metric) run by `mbsim batch`'s machinery on Dask with 1 and 2 local workers, against a plain loop
+of the same scenario function in this process and against the bare physics (a sensors
+Simulation stepped in a loop, no harness, no recording).
+
+    python bench/batch.py [--seconds 5] [--scenarios 6] [--quick]
+
+Prints scenarios per second for each, the 2-worker speedup over 1 worker (goal: >= 1.8x on 2
+cores), and the batch machinery's overhead per scenario (Dask scheduling, moving the world and
+the row, Parquet streaming: the batch's wall time minus the scenarios' own wall times, per
+scenario) as a share of one scenario's wall time (goal: under 5 % for a 5 s SR1 scenario). The
+workers load the numba kernels once each (a warm-up task before timing, timed separately). The
+load average is printed beside each figure: on a shared machine the numbers move with it.
+"""
+import argparse
+import os
+import sys
+import tempfile
+import time
+import warnings
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def load():
+    return "load %.1f/%.1f/%.1f" % os.getloadavg()
+
+
+def spec_for(seconds, scenarios):
+    from mbsim_ros.batch.spec import load_spec, prepare
+    metrics = {m: {} for m in ("fell", "final_tilt", "max_tilt", "max_contact_force", "max_joint_torque",
+                               "imu_rms", "distance", "settle_time")}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return prepare(load_spec({"world": {"sensors": {"WaistGyro": {"noise": {"stddev": 1e-3}}}},
+                                  "duration": seconds, "seeds": scenarios, "metrics": metrics}))
+
+
+def bare(spec):
+    """The physics alone: the same world and sensors, stepped one step at a time."""
+    import copy
+    from mbsim_ros.ros.session import simulation
+    t0 = time.perf_counter()
+    for s in spec.scenarios:
+        config = copy.deepcopy(spec.config)
+        config["seed"] = s["seed"]
+        sim = simulation(copy.deepcopy(spec.models), config)
+        for _ in range(int(round(spec.duration / sim.dt))):
+            sim.step()
+    return time.perf_counter() - t0
+
+
+def plain(spec):
+    """The scenario function (harness, recording, metrics) in a loop in this process."""
+    from mbsim_ros.batch.scenario import run_scenario
+    world = spec.world_bytes()
+    t0 = time.perf_counter()
+    rows = [run_scenario(world, s)[0] for s in spec.scenarios]
+    return time.perf_counter() - t0, rows
+
+
+def on_dask(spec, workers, out):
+    import logging
+    from dask.distributed import Client, LocalCluster
+    from mbsim_ros.batch.runner import run_batch
+    from mbsim_ros.batch.scenario import run_scenario
+    t0 = time.perf_counter()
+    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+                           dashboard_address=None, silence_logs=logging.ERROR)
+    client = Client(cluster)
+    started = time.perf_counter() - t0
+    # one short scenario per worker: each loads the numba kernels from the cache (once per process)
+    short = dict(spec.scenarios[0], scenario="warm")
+    warm = spec_for(0.01, 1)
+    t0 = time.perf_counter()
+    client.gather([client.submit(run_scenario, warm.world_bytes(), short, workers=[w], pure=False)
+                   for w in client.scheduler_info()["workers"]])
+    warmed = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    table = run_batch(spec, out, client=client)
+    wall = time.perf_counter() - t0
+    client.close()
+    cluster.close()
+    return started, warmed, wall, table.to_pylist()
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--seconds", type=float, default=5.0, help="simulated seconds per scenario (default 5)")
+    p.add_argument("--scenarios", type=int, default=6, help="scenarios per batch (default 6)")
+    p.add_argument("--quick", action="store_true", help="1 s scenarios, 4 of them")
+    args = p.parse_args()
+    if args.quick:
+        args.seconds, args.scenarios = 1.0, 4
+    try:
+        import dask.distributed  # noqa: F401
+        import pyarrow  # noqa: F401
+    except ImportError as e:
+        print(f"bench/batch.py: needs dask[distributed] and pyarrow ({e}); skipped")
+        return 0
+    n = args.scenarios
+    print(f"{n} scenarios of {args.seconds:g} s of the SR1 world on {os.cpu_count()} cores ({load()})")
+    spec = spec_for(args.seconds, n)
+    plain(spec_for(0.01, 1))                       # kernels loaded in this process
+    t_bare = bare(spec)
+    print(f"bare physics loop      {n / t_bare:7.3f} scenarios/s  ({t_bare / n:.3f} s each; {load()})")
+    t_plain, rows = plain(spec)
+    own = sum(r["wall_time"] for r in rows) / n
+    print(f"plain scenario loop    {n / t_plain:7.3f} scenarios/s  ({t_plain / n:.3f} s each: harness, recording "
+          f"and metrics {100 * (t_plain - t_bare) / t_bare:+.1f} % over the bare physics; {load()})")
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for workers in (1, 2):
+            started, warmed, wall, rows = on_dask(spec, workers, os.path.join(tmp, f"w{workers}"))
+            assert all(r["status"] == "ok" for r in rows), [r["error"] for r in rows]
+            inside = sum(r["wall_time"] for r in rows)
+            results[workers] = wall
+            overhead = (wall * workers - inside) / n   # worker-seconds not spent inside a scenario
+            print(f"dask, {workers} worker{'s' if workers > 1 else ' '}        {n / wall:7.3f} scenarios/s  "
+                  f"(cluster start {started:.1f} s, kernel load {warmed:.1f} s, untimed; machinery "
+                  f"{overhead * 1e3:.0f} ms per scenario = {100 * overhead / (inside / n):.1f} % of a scenario's "
+                  f"{inside / n:.2f} s; {load()})")
+    speedup = results[1] / results[2]
+    print(f"2 workers over 1: {speedup:.2f}x (goal >= 1.8x on 2 free cores; {load()})")
+    per = (results[1] - t_plain) / n
+    print(f"1 worker vs the plain loop: {1e3 * per:+.0f} ms per scenario ({100 * per / (t_plain / n):+.1f} %; "
+          f"goal under 5 % of a 5 s SR1 scenario)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
