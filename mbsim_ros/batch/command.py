@@ -41,12 +41,12 @@ def main(args):
     for note in spec.notes:
         print(f"note: {note}", file=sys.stderr)
     out = args.output or os.path.splitext(os.path.basename(args.spec))[0] + "-results"
-    where = ("this process" if args.workers == 0 and not (args.scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS"))
-             else f"the Dask cluster at {args.scheduler or os.environ.get('DASK_SCHEDULER_ADDRESS')}"
+    where = ("in this process" if args.workers == 0 and not (args.scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS"))
+             else f"on the Dask cluster at {args.scheduler or os.environ.get('DASK_SCHEDULER_ADDRESS')}"
              if args.scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS")
-             else f"a local Dask cluster of {args.workers or os.cpu_count()} workers")
+             else f"on a local Dask cluster of {args.workers or os.cpu_count()} workers")
     print(f"batch {args.spec}: {len(spec.scenarios)} scenarios ({spec.sample}, {len(spec.seeds)} seed(s), "
-          f"parameters: {', '.join(spec.parameter_names) or 'none'}) of {spec.duration:g} s each on {where}")
+          f"parameters: {', '.join(spec.parameter_names) or 'none'}) of {spec.duration:g} s each {where}")
     try:
         table = run_batch(spec, out, scheduler=args.scheduler, workers=args.workers, resume=args.resume,
                           bags=args.bags, progress=not args.quiet)

@@ -131,7 +131,7 @@ def prepare_output(out_dir, spec, resume):
             old = json.load(f)
         if old.get("fingerprint") != fingerprint:
             raise SpecError(f"{out_dir}: was run from a different batch (spec {old.get('spec')}: another world, "
-                            "drivers or metrics); choose another -o")
+                            "scenarios, drivers or metrics); choose another -o")
     elif os.path.isdir(out_dir) and os.listdir(out_dir):
         raise SpecError(f"{out_dir}: exists and is not a batch's output directory; choose another -o")
     os.makedirs(out_dir, exist_ok=True)

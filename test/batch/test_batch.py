@@ -2,6 +2,7 @@
 random sample give, bit-identical seeds across batches and against a plain Simulation, failed
 rows, a worker killed mid-batch, --resume, --compare, bags, and bad specs."""
 import itertools
+import sys
 import math
 
 import numpy as np
@@ -232,3 +233,26 @@ def test_a_bad_spec_ends_in_one_line_and_exit_status_2(change, message, tmp_path
     assert len(err.strip().splitlines()) == 1 and err.startswith(f"mbsim: {spec_path}: ")
     assert message in err
     assert not (tmp_path / "out").exists()
+
+
+def test_the_scheduler_address_can_come_from_the_environment(cluster, tmp_path, capsys, monkeypatch):
+    import yaml
+    spec_path = tmp_path / "cart.yaml"
+    spec_path.write_text(yaml.safe_dump(cart_spec(seeds=[0], parameters={}), sort_keys=False))
+    monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", cluster[0].scheduler.address)
+    status, out, err = run_cli(["batch", str(spec_path), "-o", str(tmp_path / "out"), "--quiet", "--no-plot"], capsys)
+    assert status == 0, err
+    assert f"on the Dask cluster at {cluster[0].scheduler.address}" in out
+    assert "1 scenarios: 1 ok, 0 failed" in out
+    assert not (tmp_path / "out" / "summary.png").exists()
+
+
+def test_without_dask_or_pyarrow_the_command_says_what_to_install(tmp_path, capsys, monkeypatch):
+    import yaml
+    spec_path = tmp_path / "cart.yaml"
+    spec_path.write_text(yaml.safe_dump(cart_spec(seeds=[0], parameters={})))
+    monkeypatch.setitem(sys.modules, "pyarrow", None)          # import pyarrow -> ImportError
+    status, out, err = run_cli(["batch", str(spec_path), "-o", str(tmp_path / "out")], capsys)
+    assert status == 2
+    assert err.strip().splitlines() == ["mbsim: mbsim batch needs dask[distributed] and pyarrow (pyarrow is "
+                                        "missing): pip install mbsim_ros[batch]"]
