@@ -412,9 +412,11 @@ def prepare(spec: BatchSpec) -> BatchSpec:
             apply_overrides(copy.deepcopy(models), copy.deepcopy(spec.config), {axis.name: probe})
         except KeyError as e:
             raise SpecError(f"{spec.where}: parameters.{axis.name}: {e.args[0]}") from None
-    from ..ros.session import simulation
-    try:        # checks the sensor settings against the models; compiles (or loads) the kernels here once
-        simulation(copy.deepcopy(models), copy.deepcopy(spec.config))
+    from .harness import Harness
+    try:        # checks the run settings against the models, and compiles (or loads) every kernel a
+        # scenario uses once here: local workers then find them all in the numba cache
+        with Harness(copy.deepcopy(models), copy.deepcopy(spec.config)) as world:
+            world.run(2 * world.sim.dt)
     except (ConfigError, ValueError) as e:
         raise SpecError(f"{spec.where}: world: {e}") from None
     from .metrics import load_callable

@@ -256,3 +256,33 @@ def test_without_dask_or_pyarrow_the_command_says_what_to_install(tmp_path, caps
     assert status == 2
     assert err.strip().splitlines() == ["mbsim: mbsim batch needs dask[distributed] and pyarrow (pyarrow is "
                                         "missing): pip install mbsim_ros[batch]"]
+
+
+def test_ctrl_c_keeps_the_finished_rows_and_resume_runs_the_rest(tmp_path):
+    """A real SIGINT to `mbsim batch` (in-process scenarios, --workers 0) once rows are on disk."""
+    import os
+    import signal
+    import subprocess
+    import time
+    import yaml
+    from conftest import HERE
+    spec_path = tmp_path / "cart.yaml"
+    spec_path.write_text(yaml.safe_dump(cart_spec(seeds=list(range(40)), parameters={}, duration=0.3), sort_keys=False))
+    out = tmp_path / "out"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
+    command = [sys.executable, "-m", "mbsim_ros.cli", "batch", str(spec_path), "-o", str(out), "--workers", "0", "--quiet"]
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not any((out / "parts").glob("part-*.parquet")) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert proc.poll() is None, proc.communicate()
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    kept = int(stderr.strip().splitlines()[-1].split("interrupted: ")[1].split(" of ")[0])
+    assert 0 < kept < 40 and stderr.strip().splitlines()[-1].endswith("--resume runs the rest")
+    done = subprocess.run(command + ["--resume", "--no-plot"], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    rows = pq.read_table(out / "results.parquet").to_pylist()
+    assert sorted(r["seed"] for r in rows) == list(range(40))
+    assert all(r["status"] == "ok" for r in rows)
