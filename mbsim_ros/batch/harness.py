@@ -25,7 +25,11 @@ from ..ros import messages as msg
 from ..ros.bridge import Bridge
 from ..ros.transport import FanoutTransport, NullTransport
 from ..sensors.devices import KINEMATIC
+from .._kernel_cache import kernel_cache
 from .signals import Signals
+
+with kernel_cache("batch"):
+    from .record import record_kernel
 
 
 class Inbox(NullTransport):
@@ -75,7 +79,7 @@ class Harness:
         self.errors = self.bridge.errors          # input errors, reported once each as on the node
         self._ticks = []                          # [period steps, next step, fn]
         self._recorder = _Recorder(sim)
-        self._recorder.record(0.0)
+        self._recorder.record(0)
         self._closed = False
 
     # -- inputs, as a ROS node receives them -------------------------------------------------
@@ -148,10 +152,10 @@ class Harness:
                 if k >= tick[1]:
                     tick[1] += tick[0]
                     tick[2](self)
-            tau = sim.tau.copy()
+            rec.tau_row()
             sim.step()
             after(sim)
-            rec.record_step(tau)
+            rec.record_step()
             k += 1
 
     def signals(self) -> Signals:
@@ -198,15 +202,18 @@ class _Recorder:
             b[:len(a)] = a
             setattr(self, name, b)
 
-    def record(self, contact):
+    def tau_row(self):
+        """The tau the coming step applies, into the row it will fill."""
+        if self.n == len(self.t):
+            self._grow()
+        self.tau[self.n] = self.sim.tau
+
+    def record(self, ncon):
         if self.n == len(self.t):
             self._grow()
         sim, k = self.sim, self.n
-        self.t[k] = sim.t
-        self.q[k] = sim.q
-        self.v[k] = sim.v
-        self.contact[k] = contact
         t = sim.t
+        record_kernel(k, t, sim.q, sim.v, self._cforce, ncon, self.t, self.q, self.v, self.contact)
         for i, d in enumerate(self.devices):
             r = d.visible(t)
             if r is not None and r is not self.last[i]:
@@ -216,16 +223,11 @@ class _Recorder:
                 values.append(r.values)
         self.n += 1
 
-    def record_step(self, tau):
+    def record_step(self):
         ncon = int(self._stats[STAT_NCON])
         if self._max_contacts is not None:
             ncon = min(ncon, self._max_contacts)
-        contact = 0.0
-        if ncon:
-            f = self._cforce[:ncon]
-            contact = float(np.sqrt((f * f).sum(axis=1).max()))
-        self.record(contact)
-        self.tau[self.n - 1] = tau
+        self.record(ncon)
 
     def signals(self, sim, config):
         n = self.n

@@ -402,8 +402,6 @@ def prepare(spec: BatchSpec) -> BatchSpec:
     except ConfigError as e:
         raise SpecError(f"{spec.where}: world: {e}") from None
     spec.models, spec.notes = models, notes
-    if spec.duration is None:
-        spec.duration = spec.config["duration"]
     from .scenario import apply_overrides, optical_off
     spec.notes += optical_off(spec.config, models)
     for axis in spec.axes:
