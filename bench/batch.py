@@ -60,14 +60,10 @@ def plain(spec):
 
 
 def on_dask(spec, workers, out):
-    import logging
-    from dask.distributed import Client, LocalCluster
-    from mbsim_ros.batch.runner import run_batch
+    from mbsim_ros.batch.runner import connect, run_batch
     from mbsim_ros.batch.scenario import run_scenario
     t0 = time.perf_counter()
-    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                           dashboard_address=None, silence_logs=logging.ERROR)
-    client = Client(cluster)
+    client, cluster = connect(workers=workers)     # the LocalCluster `mbsim batch` starts
     started = time.perf_counter() - t0
     # one short scenario per worker: each loads the numba kernels from the cache (once per process)
     short = dict(spec.scenarios[0], scenario="warm")

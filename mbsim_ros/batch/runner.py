@@ -149,8 +149,13 @@ def connect(scheduler=None, workers=None):
             return Client(address, timeout="10s"), None
         except (OSError, TimeoutError) as e:
             raise OSError(f"cannot reach the Dask scheduler at {address} ({e})") from None
-    cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=True,
-                           host="127.0.0.1", dashboard_address=None, silence_logs=logging.ERROR)
+    import dask
+    # no statistical profiler in the workers: its thread samples the task's stack every 10 ms,
+    # measured here at about 5-10 % of a scenario's CPU (the nannies keep this config for the
+    # workers they restart)
+    with dask.config.set({"distributed.worker.profile.enabled": False}):
+        cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=True,
+                               host="127.0.0.1", dashboard_address=None, silence_logs=logging.ERROR)
     return Client(cluster), cluster
 
 
