@@ -48,7 +48,8 @@ def schema(spec):
     fields += [(a.name, pa.string() if a.categorical else pa.float64()) for a in spec.axes]
     fields += [(m, pa.float64()) for m in spec.metrics]
     fields += [("status", pa.string()), ("error", pa.string()), ("warnings", pa.string()),
-               ("wall_time", pa.float64()), ("sim_time", pa.float64()), ("worker", pa.string())]
+               ("wall_time", pa.float64()), ("cpu_time", pa.float64()), ("sim_time", pa.float64()),
+               ("worker", pa.string())]
     return pa.schema(fields)
 
 
@@ -139,6 +140,10 @@ def prepare_output(out_dir, spec, resume):
         json.dump({"spec": spec.where, "fingerprint": fingerprint, "scenarios": len(spec.scenarios)}, f)
 
 
+QUIET = {"distributed.worker.profile.enabled": False, "distributed.admin.tick.interval": "1s",
+         "distributed.admin.system-monitor.interval": "5s", "distributed.worker.memory.monitor-interval": "1s"}
+
+
 def connect(scheduler=None, workers=None):
     """(client, cluster): to the scheduler at `scheduler` (or DASK_SCHEDULER_ADDRESS), else a new
     LocalCluster of `workers` processes (default one per core) on the loopback interface."""
@@ -150,10 +155,12 @@ def connect(scheduler=None, workers=None):
         except (OSError, TimeoutError) as e:
             raise OSError(f"cannot reach the Dask scheduler at {address} ({e})") from None
     import dask
-    # no statistical profiler in the workers: its thread samples the task's stack every 10 ms,
-    # measured here at about 5-10 % of a scenario's CPU (the nannies keep this config for the
-    # workers they restart)
-    with dask.config.set({"distributed.worker.profile.enabled": False}):
+    # Quieter servers (the nannies keep this config for the workers they restart): no statistical
+    # profiler in the workers (it samples the task's stack every 10 ms: about 5-10 % of a
+    # scenario's CPU here), and slower housekeeping ticks (event-loop watchdog 20 ms -> 1 s,
+    # system monitor 0.5 -> 5 s, memory monitor 0.1 -> 1 s): an idle one-worker cluster took
+    # 5 % of a core, now under 1 %.
+    with dask.config.set(QUIET):
         cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=True,
                                host="127.0.0.1", dashboard_address=None, silence_logs=logging.ERROR)
     return Client(cluster), cluster
@@ -173,7 +180,8 @@ def _failed_row(spec, scenario, error):
     import math
     row = dict(scenario=scenario["scenario"], key=scenario["key"], seed=scenario["seed"], **scenario["params"])
     row.update({m: math.nan for m in spec.metrics})
-    row.update(status="failed", error=error, warnings="", wall_time=math.nan, sim_time=math.nan, worker="")
+    row.update(status="failed", error=error, warnings="", wall_time=math.nan, cpu_time=math.nan, sim_time=math.nan,
+               worker="")
     return row
 
 

@@ -139,9 +139,10 @@ def run_scenario(world, scenario, bags="none"):
     """(row, bag files) for one scenario. world: the spec's world_bytes() (or its unpickled
     dict); scenario: {"scenario", "key", "seed", "params"}; bags: none | failed | all.
     row: scenario, key, seed, the parameters, the metrics (NaN when failed), status, error,
-    warnings, wall_time, sim_time, worker. bag files: {relative path: bytes} or None."""
+    warnings, wall_time, cpu_time (this thread's: the scenario's own), sim_time, worker.
+    bag files: {relative path: bytes} or None."""
     from .harness import Harness
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), time.thread_time()
     world = pickle.loads(world if isinstance(world, (bytes, bytearray)) else pickle.dumps(world))   # a fresh copy
     params = scenario["params"]
     row = dict(scenario=scenario["scenario"], key=scenario["key"], seed=scenario["seed"], **params)
@@ -187,4 +188,5 @@ def run_scenario(world, scenario, bags="none"):
                         files[os.path.relpath(path, os.path.join(tmp, "bag"))] = f.read()
         shutil.rmtree(tmp, ignore_errors=True)
     row["wall_time"] = time.perf_counter() - start
+    row["cpu_time"] = time.thread_time() - start_cpu
     return row, files

@@ -66,7 +66,7 @@ POSE_FIELDS = ("x", "y", "z", "roll", "pitch", "yaw")   # model.<M>.<f>: added t
 PARAMETERS = ("link.<link>.mass|friction|restitution, joint.<joint>.damping|stiffness|friction|q0, "
               "sensor.<sensor>.noise|bias, model.<model>.x|y|z|roll|pitch|yaw, controller, "
               "controller.<option>, schedule")
-RESERVED = ("scenario", "key", "seed", "status", "error", "warnings", "wall_time", "sim_time", "worker")
+RESERVED = ("scenario", "key", "seed", "status", "error", "warnings", "wall_time", "cpu_time", "sim_time", "worker")
 
 
 @dataclass

@@ -286,3 +286,19 @@ def test_ctrl_c_keeps_the_finished_rows_and_resume_runs_the_rest(tmp_path):
     rows = pq.read_table(out / "results.parquet").to_pylist()
     assert sorted(r["seed"] for r in rows) == list(range(40))
     assert all(r["status"] == "ok" for r in rows)
+
+
+def test_the_world_travels_by_content_and_all_bags_are_kept(cluster, tmp_path):
+    """The model file is gone before the batch runs: workers never read client paths. --bags all
+    keeps every scenario's bag."""
+    import shutil
+    copy = tmp_path / "cart_copy.wrl"
+    shutil.copy(CART, copy)
+    spec = prepare(load_spec(cart_spec(seeds=[0, 1], parameters={}, world={"model": f"{copy},{FLOOR}"})))
+    copy.unlink()
+    table = run_batch(spec, str(tmp_path / "out"), client=cluster[0], bags="all")
+    rows = table.to_pylist()
+    assert [r["status"] for r in rows] == ["ok", "ok"], [r["error"] for r in rows]
+    bags = tmp_path / "out" / "bags"
+    assert sorted(p.name for p in bags.iterdir()) == ["s00000", "s00001"]
+    assert all(any((bags / s).glob("*.mcap")) and (bags / s / "metadata.yaml").exists() for s in ("s00000", "s00001"))
