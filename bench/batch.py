@@ -29,12 +29,12 @@ def load():
     return "load %.1f/%.1f/%.1f" % os.getloadavg()
 
 
-def cpu_seconds():
-    """User + system CPU of this process and its live descendants (the workers)."""
+def cpu_seconds(children_only=False):
+    """User + system CPU of this process (unless children_only) and its live descendants (the workers)."""
     import psutil
     me = psutil.Process()
     total = 0.0
-    for p in [me] + me.children(recursive=True):
+    for p in ([] if children_only else [me]) + me.children(recursive=True):
         try:
             t = p.cpu_times()
             total += t.user + t.system
@@ -89,12 +89,12 @@ def on_dask(spec, workers, out):
     client.gather([client.submit(run_scenario, warm.world_bytes(), short, workers=[w], pure=False)
                    for w in client.scheduler_info()["workers"]])
     warmed = time.perf_counter() - t0
-    t0, c0 = time.perf_counter(), cpu_seconds()
+    t0, c0, w0 = time.perf_counter(), cpu_seconds(), cpu_seconds(children_only=True)
     table = run_batch(spec, out, client=client)
-    wall, cpu = time.perf_counter() - t0, cpu_seconds() - c0
+    wall, cpu, cpu_workers = time.perf_counter() - t0, cpu_seconds() - c0, cpu_seconds(children_only=True) - w0
     client.close()
     cluster.close()
-    return started, warmed, wall, cpu, table.to_pylist()
+    return started, warmed, wall, cpu, cpu_workers, table.to_pylist()
 
 
 def main():
@@ -125,7 +125,7 @@ def main():
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         for workers in (1, 2):
-            started, warmed, wall, cpu, rows = on_dask(spec, workers, os.path.join(tmp, f"w{workers}"))
+            started, warmed, wall, cpu, cpu_workers, rows = on_dask(spec, workers, os.path.join(tmp, f"w{workers}"))
             assert all(r["status"] == "ok" for r in rows), [r["error"] for r in rows]
             inside = sum(r["wall_time"] for r in rows)
             inside_cpu = sum(r["cpu_time"] for r in rows)
@@ -137,7 +137,8 @@ def main():
                   f"    machinery per scenario: wall {overhead * 1e3:.0f} ms = {100 * overhead / (inside / n):.1f} % "
                   f"of a scenario's {inside / n:.2f} s; CPU {overhead_cpu * 1e3:.0f} ms = "
                   f"{100 * overhead_cpu / (inside_cpu / n):.1f} % of a scenario's {inside_cpu / n:.3f} s CPU "
-                  f"(in a plain process {own_cpu:.3f} s)")
+                  f"(in a plain process {own_cpu:.3f} s); of it in the workers {(cpu_workers - inside_cpu) / n * 1e3:.0f} ms, "
+                  f"in this process (client, scheduler, nannies) {(cpu - cpu_workers) / n * 1e3:.0f} ms")
     speedup = results[1] / results[2]
     print(f"2 workers over 1: {speedup:.2f}x (goal >= 1.8x on 2 free cores; {load()})")
     per = (results[1] - t_plain) / n

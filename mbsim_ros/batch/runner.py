@@ -121,10 +121,10 @@ class ResultsTable:
         return table
 
 
-def prepare_output(out_dir, spec, resume):
-    """Create out_dir, or check that it holds this batch when resuming. Returns the keys done."""
+def prepare_output(out_dir, spec, resume, world=None):
+    """Create out_dir, or check that it holds this batch (spec, its world_bytes()) when resuming."""
     state = os.path.join(out_dir, STATE)
-    fingerprint = spec.fingerprint()
+    fingerprint = spec.fingerprint(world)
     if os.path.exists(state):
         if not resume:
             raise SpecError(f"{out_dir}: holds a batch already; --resume finishes it, or choose another -o")
@@ -195,7 +195,8 @@ def run_batch(spec, out_dir, scheduler=None, workers=None, resume=False, bags="n
     _require()
     if bags not in ("none", "failed", "all"):
         raise SpecError(f"--bags {bags}: expected none, failed or all")
-    prepare_output(out_dir, spec, resume)
+    world = spec.world_bytes()
+    prepare_output(out_dir, spec, resume, world)
     results = ResultsTable(out_dir, spec)
     done = set()
     old = results.existing()
@@ -224,7 +225,6 @@ def run_batch(spec, out_dir, scheduler=None, workers=None, resume=False, bags="n
     own = None
     try:
         if workers == 0 and client is None and not (scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS")):
-            world = spec.world_bytes()
             for s in todo:
                 take(*run_scenario(world, s, bags))
         elif todo:
@@ -232,7 +232,7 @@ def run_batch(spec, out_dir, scheduler=None, workers=None, resume=False, bags="n
             if client is None:
                 client, own = connect(scheduler, workers)
                 own = (client, own)
-            world = client.scatter(spec.world_bytes(), broadcast=True, hash=False)
+            world = client.scatter(world, broadcast=True, hash=False)
             token = uuid.uuid4().hex[:8]
             futures = {client.submit(run_scenario, world, s, bags, key=f"mbsim-{s['scenario']}-{token}",
                                      pure=False): s for s in todo}

@@ -126,10 +126,11 @@ class BatchSpec:
                                  control_rate=self.control_rate, schedules=self.schedules,
                                  schedule=self.schedule, metrics=self.metrics), protocol=4)
 
-    def fingerprint(self) -> str:
-        """The world and the scenarios' keys: --resume finishes this same batch only."""
+    def fingerprint(self, world=None) -> str:
+        """The world (world_bytes(), or given) and the scenarios' keys: --resume finishes this
+        same batch only."""
         keys = ",".join(s["key"] for s in self.scenarios).encode()
-        return hashlib.sha1(self.world_bytes() + keys).hexdigest()[:16]
+        return hashlib.sha1((world or self.world_bytes()) + keys).hexdigest()[:16]
 
 
 def _fail(where, key, what):
