@@ -11,7 +11,9 @@ the rows, Parquet streaming) as a share of one scenario (goal: under 5 % for a 5
 scenario), two ways: in wall time (the batch's wall time times its workers minus the scenarios'
 own wall times) and in CPU time (the CPU of every process of the batch, this one with the
 scheduler and nannies and the workers, minus the scenarios' own thread CPU time). CPU time is the
-figure that holds on a loaded machine; wall time and the speedup need free cores. The workers
+figure that holds on a loaded machine; wall time and the speedup need free cores. Last, the
+machinery's cost per task alone (40 one-step scenarios through one worker) against one SR1
+scenario's CPU time: the overhead a long batch pays per scenario. The workers
 load the numba kernels once each (a warm-up task before timing, timed separately). The load
 average is printed beside each figure.
 """
@@ -23,6 +25,8 @@ import time
 import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from mbsim_ros.batch.runner import connect, run_batch  # noqa: E402 (the checkout first)
 
 
 def load():
@@ -77,7 +81,8 @@ def plain(spec):
 
 
 def on_dask(spec, workers, out):
-    from mbsim_ros.batch.runner import connect, run_batch
+    """(cluster start, kernel load, wall, CPU of all processes, CPU of the workers, rows) of one
+    batch on a new LocalCluster of `workers`."""
     from mbsim_ros.batch.scenario import run_scenario
     t0 = time.perf_counter()
     client, cluster = connect(workers=workers)     # the LocalCluster `mbsim batch` starts
@@ -115,12 +120,14 @@ def main():
     print(f"{n} scenarios of {args.seconds:g} s of the SR1 world on {os.cpu_count()} cores ({load()})")
     spec = spec_for(args.seconds, n)
     plain(spec_for(0.01, 1))                       # kernels loaded in this process
+    c0 = cpu_seconds()
     t_bare = bare(spec)
-    print(f"bare physics loop      {n / t_bare:7.3f} scenarios/s  ({t_bare / n:.3f} s each; {load()})")
+    c_bare = cpu_seconds() - c0
+    print(f"bare physics loop      {n / t_bare:7.3f} scenarios/s  ({t_bare / n:.3f} s each, {c_bare / n:.3f} s CPU; {load()})")
     t_plain, c_plain, rows = plain(spec)
     own_cpu = sum(r["cpu_time"] for r in rows) / n
     print(f"plain scenario loop    {n / t_plain:7.3f} scenarios/s  ({t_plain / n:.3f} s each: harness, recording "
-          f"and metrics {100 * (t_plain - t_bare) / t_bare:+.1f} % over the bare physics; {own_cpu:.3f} s CPU "
+          f"and metrics {100 * (c_plain - c_bare) / c_bare:+.1f} % CPU over the bare physics; {own_cpu:.3f} s CPU "
           f"each; {load()})")
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -139,6 +146,21 @@ def main():
                   f"{100 * overhead_cpu / (inside_cpu / n):.1f} % of a scenario's {inside_cpu / n:.3f} s CPU "
                   f"(in a plain process {own_cpu:.3f} s); of it in the workers {(cpu_workers - inside_cpu) / n * 1e3:.0f} ms, "
                   f"in this process (client, scheduler, nannies) {(cpu - cpu_workers) / n * 1e3:.0f} ms")
+        # the machinery's own cost per task, apart from the cluster's background over a long
+        # wall time: many one-step scenarios through one worker
+        tiny = spec_for(0.001, 40)
+        client, cluster = connect(workers=1)
+        run_batch(spec_for(0.001, 1), os.path.join(tmp, "warm"), client=client)
+        t0, c0 = time.perf_counter(), cpu_seconds()
+        rows = run_batch(tiny, os.path.join(tmp, "tiny"), client=client).to_pylist()
+        wall, cpu = time.perf_counter() - t0, cpu_seconds() - c0
+        client.close()
+        cluster.close()
+        per_cpu = (cpu - sum(r["cpu_time"] for r in rows)) / len(rows)
+        per_wall = (wall - sum(r["wall_time"] for r in rows)) / len(rows)
+        print(f"per task, {len(rows)} one-step scenarios on 1 worker: machinery {per_cpu * 1e3:.1f} ms CPU, "
+              f"{per_wall * 1e3:.1f} ms wall = {100 * per_cpu / own_cpu:.2f} % (CPU) and {100 * per_wall / (t_plain / n):.2f} % "
+              f"(wall) of one {args.seconds:g} s SR1 scenario ({load()})")
     speedup = results[1] / results[2]
     print(f"2 workers over 1: {speedup:.2f}x (goal >= 1.8x on 2 free cores; {load()})")
     per = (results[1] - t_plain) / n

@@ -230,8 +230,8 @@ def run_batch(spec, out_dir, scheduler=None, workers=None, resume=False, bags="n
         elif todo:
             from dask.distributed import as_completed
             if client is None:
-                client, own = connect(scheduler, workers)
-                own = (client, own)
+                own = connect(scheduler, workers)     # (client, cluster): closed at the end
+                client = own[0]
             world = client.scatter(world, broadcast=True, hash=False)
             token = uuid.uuid4().hex[:8]
             futures = {client.submit(run_scenario, world, s, bags, key=f"mbsim-{s['scenario']}-{token}",

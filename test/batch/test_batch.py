@@ -50,6 +50,25 @@ def test_a_grid_gives_one_ok_row_per_combination_and_seed(grid):
     assert on_disk.equals(table)
 
 
+def kernel_cache_stats():
+    """In a worker: (cache hits, cache misses = compilations) of the kernels a scenario runs."""
+    from mbsim_ros.batch.record import record_kernel
+    from mbsim_ros.dynamics.step import step_semi_implicit_euler
+    from mbsim_ros.sensors.kinematic import sense_kernel
+    return {f.__name__: (sum(f.stats.cache_hits.values()), sum(f.stats.cache_misses.values()))
+            for f in (step_semi_implicit_euler, sense_kernel, record_kernel)}
+
+
+def test_workers_load_the_kernels_from_the_cache_instead_of_compiling(grid, cluster):
+    """prepare() ran the world here first; each worker then loads every kernel from the numba
+    cache (a hit) and compiles none (no miss)."""
+    stats = cluster[0].run(kernel_cache_stats)
+    assert len(stats) == 2
+    for worker, kernels in stats.items():
+        for name, (hits, misses) in kernels.items():
+            assert hits >= 1 and misses == 0, (worker, name, hits, misses)
+
+
 def test_a_random_sample_draws_n_points_inside_the_ranges_crossed_with_the_seeds(cluster, tmp_path):
     spec = prepare(load_spec(cart_spec(sample="random", n=3, sample_seed=7, parameters={
         "link.ARM.mass": {"range": [0.1, 0.4]}, "model.Cart.yaw": {"range": [-0.5, 0.5]},
@@ -223,6 +242,9 @@ def test_compare_passes_an_unchanged_batch_and_flags_a_moved_metric(grid, cluste
     ({"duratoin": 1.0}, "duratoin: unknown key"),
     ({"world": {"devices": {"IMU_GYRO": {}}}}, "world.devices"),
     ({"sample": "random"}, "n: missing"),
+    ({"controller": "nowhere_module:drive"}, "controller: nowhere_module:drive: cannot import"),
+    ({"parameters": {"sensor.IMU_ACC.noise": {"values": [0.1, 0.1]}}}, "a value appears twice"),
+    ({"world": {"model": f"{CART},{FLOOR}", "sensors": {"NO_SUCH": {"rate": 10}}}}, "unknown sensor(s) NO_SUCH"),
 ])
 def test_a_bad_spec_ends_in_one_line_and_exit_status_2(change, message, tmp_path, capsys):
     import yaml
