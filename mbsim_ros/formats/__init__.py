@@ -20,6 +20,9 @@ def load_model(path, floating_base: bool = False, **options) -> Model:
     cannot say so itself); formats that declare their root joint ignore it.
     """
     path = os.fspath(path)
+    if os.path.isdir(path):
+        raise ModelError(f"{path}: a directory, not a model file; expected a file ending in "
+                         f"{', '.join(sorted(_LOADERS))}")
     if not os.path.isfile(path):
         raise ModelError(f"{path}: no such model file")
     ext = os.path.splitext(path)[1].lower()

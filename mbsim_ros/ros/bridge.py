@@ -135,7 +135,8 @@ class Bridge:
         self.publish_job = publish or (lambda job: job())
         self.submit = submit or (lambda fn: fn())
         self.log = log or (lambda text: None)
-        self.ns = "/" + ros_name(config.get("namespace") or sim.models[0].name)
+        given = (config.get("namespace") or "").strip("/")     # a valid ROS namespace (config checks it)
+        self.ns = "/" + "/".join(ros_name(p) for p in given.split("/")) if given else "/" + ros_name(sim.models[0].name)
         self.prefix = config.get("frame_prefix", "")
         self.rates = {key: Rate(min(float(config[key]), 1.0 / sim.dt))
                       for key in ("joint_state_rate", "tf_rate", "clock_rate", "diagnostics_rate")}

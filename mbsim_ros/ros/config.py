@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 
 import yaml
 
@@ -13,6 +14,7 @@ from ..model import ConfigError
 DEFAULTS = {
     "model": "",                    # model file(s), comma-separated; "" = the bundled SR1 world
     "floating_base": False,         # URDF: give the root link a free joint
+    "z_up": False,                  # OpenSim (y up): turn the model so that its +y is the world's +z
     "dt": None,                     # physics step (s); None = the model's time_step, else 0.001
     "duration": None,               # simulated seconds; None = the model's end_time, else 5 (run) / no end (node)
     "integrator": "semi-implicit-euler",
@@ -65,6 +67,13 @@ def load_config(path=None, overrides=None) -> dict:
     return config
 
 
+def valid_namespace(text: str) -> bool:
+    """Whether `text` is a valid ROS 2 namespace (rmw's rules): tokens of letters, digits and _
+    not starting with a digit, separated by single slashes, an optional leading slash, no
+    trailing one."""
+    return re.fullmatch(r"/?[A-Za-z_][A-Za-z0-9_]*(/[A-Za-z_][A-Za-z0-9_]*)*", text) is not None
+
+
 def _merge(config, data, where):
     for key, value in data.items():
         if key not in DEFAULTS:
@@ -91,6 +100,9 @@ def _check(key, value, where):
         return int(x) if key == "seed" else x
     if isinstance(default, str):
         value = "" if value is None else str(value)
+        if key == "namespace" and value and not valid_namespace(value):
+            raise ConfigError(f"{where}: namespace {value!r} is not a ROS name: letters, digits and _ in "
+                              "tokens that do not start with a digit, separated by single / (e.g. robot1 or /lab/robot1)")
         if key in CHOICES and value not in CHOICES[key] and not (value == "" and key in FROM_MODEL):
             open_ = ' (or "" for the model\'s)' if key in FROM_MODEL else ""
             raise ConfigError(f"{where}: {key} must be one of {', '.join(CHOICES[key])}{open_}, got {value!r}")

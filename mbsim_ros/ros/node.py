@@ -4,7 +4,7 @@ reset / pause / step. Everything below it (Session, Bridge, Runner) is what `mbs
 
 Parameters (declared, with these defaults): model "", config "", dt 0.001, real_time_factor 1.0,
 catch_up "compensatory", seed 0, frame_prefix "", joint_state_rate 100.0, tf_rate 100.0,
-hold 2000.0. A parameter left at its default does not override the config file's value (dt
+hold 2000.0, z_up false (true: OpenSim models, y up, turned to stand in the z-up world). A parameter left at its default does not override the config file's value (dt
 left at 0.001: the config's, else the model's time_step, else 0.001).
 A duration (the config's, else the model's end_time) pauses the simulation there; the pause
 service (false) goes on past it.
@@ -21,7 +21,7 @@ from ..model import ConfigError, ModelError
 from .config import DEFAULTS, load_config
 
 PARAMETERS = ("model", "config", "dt", "real_time_factor", "catch_up", "seed", "frame_prefix",
-              "joint_state_rate", "tf_rate", "hold")
+              "joint_state_rate", "tf_rate", "hold", "z_up")
 PARAMETER_DEFAULTS = dict({k: DEFAULTS[k] for k in PARAMETERS if k in DEFAULTS}, config="", dt=0.001)
 
 

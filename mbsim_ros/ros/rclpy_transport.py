@@ -25,9 +25,10 @@ class RclpyTransport(Transport):
     def __init__(self, node=None, node_name: str = "mbsim"):
         try:
             import rclpy
+            import rosidl_runtime_py.utilities  # noqa: F401 (message_class needs it: fail here, not at the first topic)
             from rclpy.executors import SingleThreadedExecutor
         except ImportError as e:
-            raise ImportError(f"rclpy is not importable ({e}): source a ROS 2 installation "
+            raise ImportError(f"the rclpy transport needs rclpy and rosidl_runtime_py ({e}): source a ROS 2 installation "
                               "(e.g. /opt/ros/jazzy/setup.bash) or use the DDS transport") from e
 
         super().__init__()

@@ -2,6 +2,7 @@
 Runner. Shared by `mbsim run` and the rclpy sim_node, so both behave the same."""
 from __future__ import annotations
 
+from ..model import ConfigError, ModelError
 from .bridge import Bridge
 from .runner import AsyncPublisher, Runner
 
@@ -11,8 +12,13 @@ def simulation(models, config):
     in; left open, 0.001 s and the models' contact method)."""
     from ..sensors import Simulation
     from .world import DEFAULT_DT
-    sim = Simulation(models, dt=config["dt"] or DEFAULT_DT, integrator=config["integrator"],
-                     contact=config["contact"] or None, seed=config["seed"], sensors=config["sensors"])
+    try:
+        sim = Simulation(models, dt=config["dt"] or DEFAULT_DT, integrator=config["integrator"],
+                         contact=config["contact"] or None, seed=config["seed"], sensors=config["sensors"])
+    except (ConfigError, ModelError):
+        raise
+    except ValueError as e:        # options this world cannot take (rk4 with LCP contact, ...)
+        raise ConfigError(f"configuration: {e}") from None
     sim.actuators_enabled = config["actuators_enabled"]
     return sim
 

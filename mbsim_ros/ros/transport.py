@@ -239,9 +239,12 @@ class FanoutTransport(Transport):
 
 
 def rclpy_available() -> bool:
-    """True where rclpy imports (a sourced ROS 2 installation with a matching Python)."""
+    """True where rclpy and rosidl_runtime_py (which the rclpy transport needs for the message
+    classes) import: a sourced ROS 2 installation with a matching Python. rclpy alone (a wheel
+    without the rest of ROS) is not enough: auto then takes DDS."""
     try:
         import rclpy  # noqa: F401
+        import rosidl_runtime_py.utilities  # noqa: F401
     except Exception:  # ImportError, or a sourced ROS whose C extensions do not load here
         return False
     return True
@@ -251,7 +254,7 @@ def transport_for(kind: str = "auto", *, node=None, domain_id: int | None = None
                   env=None) -> Transport:
     """The transport for `--transport auto|rclpy|dds|none`.
 
-    auto: rclpy when it imports, else live DDS through cyclonedds. rclpy: on `node` when given,
+    auto: rclpy when it imports (rclpy_available), else live DDS through cyclonedds. rclpy: on `node` when given,
     else on an own node with its own spin thread. dds: `domain_id` and `env` (default os.environ:
     ROS_DOMAIN_ID, ROS_AUTOMATIC_DISCOVERY_RANGE, ROS_LOCALHOST_ONLY, ROS_STATIC_PEERS,
     CYCLONEDDS_URI) as `DdsTransport` takes them. Bags are made with `bag.BagTransport(path)`.

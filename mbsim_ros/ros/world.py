@@ -17,20 +17,30 @@ def model_paths(config):
     return paths or DEFAULT_WORLD
 
 
-def load_models(paths, floating_base=False):
-    """(models, notes): the model files loaded, their loaders' warnings as notes to print."""
+Y_UP_FORMATS = (".osim",)      # model files whose world is y up (z_up turns them)
+
+
+def load_models(paths, floating_base=False, z_up=False):
+    """(models, notes): the model files loaded, their loaders' warnings as notes to print (each
+    once). z_up=True turns y-up models (OpenSim) so that their +y is the world's +z; a note when
+    none of the files is one."""
     from ..formats import load_model
+    turned = [os.fspath(p).lower().endswith(Y_UP_FORMATS) for p in paths] if z_up else [False] * len(paths)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        models = [load_model(p, floating_base=floating_base) for p in paths]
-    return models, [str(w.message) for w in caught]
+        models = [load_model(p, floating_base=floating_base, **({"z_up": True} if t else {}))
+                  for p, t in zip(paths, turned)]
+    notes = list(dict.fromkeys(str(w.message) for w in caught))
+    if z_up and not any(turned):
+        notes.append(f"z_up: no y-up model ({', '.join(Y_UP_FORMATS)}) to turn; the models are z up already")
+    return models, notes
 
 
 def load_world(config):
     """(models, notes): the configured models, with joints held by springs when hold > 0 (not
     those with actuators or motors: springs would fight them);
     config's dt, duration and contact filled in from the models' settings (apply_model_settings)."""
-    models, notes = load_models(model_paths(config), config["floating_base"])
+    models, notes = load_models(model_paths(config), config["floating_base"], config.get("z_up", False))
     if config["hold"] > 0:
         driven = [m for m in models if m.actuators or m.motors]
         hold_initial_pose([m for m in models if m not in driven], config["hold"])

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 rclpy = pytest.importorskip("rclpy", reason="rclpy not installed (comes with ROS 2)")
+pytest.importorskip("rosidl_runtime_py", reason="rclpy without rosidl_runtime_py is not a ROS 2 installation "
+                    "(the node's rclpy transport needs it for the message classes)")
 
 REPO = Path(__file__).resolve().parents[2]
 

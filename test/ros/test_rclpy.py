@@ -10,6 +10,8 @@ from mbsim_ros.ros import qos
 from mbsim_ros.ros.transport import rclpy_available, transport_for
 
 rclpy = pytest.importorskip("rclpy", reason="rclpy not installed (comes with ROS 2)")
+pytest.importorskip("rosidl_runtime_py", reason="rclpy without rosidl_runtime_py is not a ROS 2 installation "
+                    "(the rclpy transport needs it for the message classes; auto takes DDS there)")
 from mbsim_ros.ros.rclpy_transport import RclpyTransport  # noqa: E402
 
 

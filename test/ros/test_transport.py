@@ -98,3 +98,16 @@ def test_transport_for():
             assert t.kind == "dds"
         finally:
             t.close()
+
+
+def test_rclpy_without_rosidl_runtime_py_is_not_available(monkeypatch):
+    """A bare rclpy (a wheel without the rest of ROS 2) cannot make message classes: auto must
+    not pick it (mbsim run ended with `No module named 'rosidl_runtime_py'` at the first topic)."""
+    import sys
+    monkeypatch.setitem(sys.modules, "rosidl_runtime_py", None)          # import fails
+    monkeypatch.setitem(sys.modules, "rosidl_runtime_py.utilities", None)
+    assert not rclpy_available()
+    pytest.importorskip("rclpy")
+    from mbsim_ros.ros.rclpy_transport import RclpyTransport
+    with pytest.raises(ImportError, match="needs rclpy and rosidl_runtime_py"):
+        RclpyTransport()
