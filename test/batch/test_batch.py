@@ -2,13 +2,14 @@
 random sample give, bit-identical seeds across batches and against a plain Simulation, failed
 rows, a worker killed mid-batch, --resume, --compare, bags, and bad specs."""
 import itertools
-import sys
 import math
+import sys
 
 import numpy as np
 import pytest
 
-from conftest import CART, FLOOR, cart_spec
+from batch_world import CART, FLOOR, PD_ARM, cart_spec, cluster, warm  # noqa: F401 (fixtures)
+from mbsim_ros.batch.pytest_plugin import mbsim_world  # noqa: F401 (the fixture, also where the plugin is not installed)
 from mbsim_ros.batch.spec import SpecError, load_spec, prepare
 
 pa = pytest.importorskip("pyarrow", reason="pyarrow is a test dependency")
@@ -287,7 +288,7 @@ def test_ctrl_c_keeps_the_finished_rows_and_resume_runs_the_rest(tmp_path):
     import subprocess
     import time
     import yaml
-    from conftest import HERE
+    from batch_world import HERE
     spec_path = tmp_path / "cart.yaml"
     spec_path.write_text(yaml.safe_dump(cart_spec(seeds=list(range(40)), parameters={}, duration=0.3), sort_keys=False))
     out = tmp_path / "out"
@@ -324,3 +325,24 @@ def test_the_world_travels_by_content_and_all_bags_are_kept(cluster, tmp_path):
     bags = tmp_path / "out" / "bags"
     assert sorted(p.name for p in bags.iterdir()) == ["s00000", "s00001"]
     assert all(any((bags / s).glob("*.mcap")) and (bags / s / "metadata.yaml").exists() for s in ("s00000", "s00001"))
+
+
+def test_a_tests_scenario_function_runs_unchanged_as_a_batch(mbsim_world, cluster, tmp_path):
+    """batch_helpers.wave drives a world the way a test does (commands, world.run); the batch
+    names it as its controller and gets the same run, bit for bit."""
+    from batch_helpers import wave
+    from mbsim_ros.batch.runner import run_batch
+    from mbsim_ros.batch.spec import load_spec, prepare
+    world = mbsim_world(f"{CART},{FLOOR}", config={"seed": 3, "sensors": {"IMU_GYRO": {"noise": {"stddev": 0.01}}},
+                                       "pd_gains": {"ARM": PD_ARM}})
+    wave(world, amplitude=0.2)
+    world.run_until(0.2)
+    sig = world.signals()
+    spec = prepare(load_spec(cart_spec(seeds=[3], parameters={"controller.amplitude": {"values": [0.2, 0.4]}},
+                                       controller="batch_helpers:wave")))
+    rows = {r["controller.amplitude"]: r for r in run_batch(spec, str(tmp_path / "out"), client=cluster[0]).to_pylist()}
+    assert rows[0.2]["status"] == "ok", rows[0.2]["error"]
+    assert rows[0.2]["arm"] == sig.joint("ARM")[-1]
+    assert rows[0.2]["gyro_x"] == sig.readings["IMU_GYRO"][1][-1, 0]
+    assert rows[0.2]["max_tilt"] == sig.metric("max_tilt")
+    assert rows[0.4]["arm"] != rows[0.2]["arm"]

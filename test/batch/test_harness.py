@@ -1,7 +1,8 @@
 """The headless harness and the mbsim_world fixture: inputs take the ROS node's path (bit for bit
 the same run as a Session fed the same message bytes), PD commands reach their analytic
 equilibrium, bad inputs are reported once, the built-in metrics on known signals, the fixture as
-an installed pytest plugin, and a test's scenario function run unchanged as a batch."""
+an installed pytest plugin, schedules. (A test's scenario function run unchanged as a batch:
+test_batch.py, beside the cluster.)"""
 import math
 import subprocess
 import sys
@@ -10,7 +11,8 @@ import textwrap
 import numpy as np
 import pytest
 
-from conftest import CART, FLOOR, HERE, PD_ARM, cart_spec
+from batch_world import CART, FLOOR, HERE, PD_ARM, cart_spec
+from mbsim_ros.batch.pytest_plugin import mbsim_world  # noqa: F401 (the fixture, also where the plugin is not installed)
 from mbsim_ros.batch.signals import Signals
 
 G = 9.80665
@@ -126,27 +128,6 @@ def test_the_fixture_works_as_an_installed_pytest_plugin(tmp_path):
     assert "1 passed" in run.stdout
     setup = (HERE.parents[1] / "setup.py").read_text()
     assert '"pytest11": ["mbsim_ros = mbsim_ros.batch.pytest_plugin"]' in setup
-
-
-def test_a_tests_scenario_function_runs_unchanged_as_a_batch(mbsim_world, cluster, tmp_path):
-    """batch_helpers.wave drives a world the way a test does (commands, world.run); the batch
-    names it as its controller and gets the same run, bit for bit."""
-    from batch_helpers import wave
-    from mbsim_ros.batch.runner import run_batch
-    from mbsim_ros.batch.spec import load_spec, prepare
-    world = mbsim_world(WORLD, config={"seed": 3, "sensors": {"IMU_GYRO": {"noise": {"stddev": 0.01}}},
-                                       "pd_gains": {"ARM": PD_ARM}})
-    wave(world, amplitude=0.2)
-    world.run_until(0.2)
-    sig = world.signals()
-    spec = prepare(load_spec(cart_spec(seeds=[3], parameters={"controller.amplitude": {"values": [0.2, 0.4]}},
-                                       controller="batch_helpers:wave")))
-    rows = {r["controller.amplitude"]: r for r in run_batch(spec, str(tmp_path / "out"), client=cluster[0]).to_pylist()}
-    assert rows[0.2]["status"] == "ok", rows[0.2]["error"]
-    assert rows[0.2]["arm"] == sig.joint("ARM")[-1]
-    assert rows[0.2]["gyro_x"] == sig.readings["IMU_GYRO"][1][-1, 0]
-    assert rows[0.2]["max_tilt"] == sig.metric("max_tilt")
-    assert rows[0.4]["arm"] != rows[0.2]["arm"]
 
 
 def test_a_schedule_sends_its_inputs_at_their_times(mbsim_world, tmp_path):

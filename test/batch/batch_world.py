@@ -1,6 +1,6 @@
-"""Batch test fixtures: the cart world's spec, warm kernels, one LocalCluster of two workers on
-the loopback interface for the whole directory, and the mbsim_world fixture (the package's
-pytest plugin; registered here too for runs where the package is not pip-installed)."""
+"""The batch tests' world and fixtures: the cart world's spec, warm kernels, one LocalCluster of
+two workers on the loopback interface. A module, not a conftest.py: a second conftest.py would
+take the name `conftest` from test/conftest.py, which other tests import from."""
 import os
 import pathlib
 import sys
@@ -12,11 +12,6 @@ from mbsim_ros.batch import pytest_plugin
 HERE = pathlib.Path(__file__).resolve().parent
 CART = HERE / "models" / "cart.wrl"
 FLOOR = pathlib.Path(pytest_plugin.__file__).resolve().parents[1] / "data" / "models" / "floor.wrl"
-
-
-def pytest_configure(config):
-    if not config.pluginmanager.is_registered(pytest_plugin):
-        config.pluginmanager.register(pytest_plugin, "mbsim_ros_batch_fixture")
 
 
 # joint_commands' PD on the small arm (0.0027 kg m^2 about its hinge): the default kd 10 is an
