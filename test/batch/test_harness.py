@@ -146,3 +146,17 @@ def test_a_schedule_sends_its_inputs_at_their_times(mbsim_world, tmp_path):
     world.joint_efforts([0, 0, 0, 0, 0, 0, 0.02])
     world.run_until(0.2)
     assert row["arm"] == world.position("ARM") and row["arm"] > 1e-4
+
+
+def test_a_run_configuration_file_is_read_relative_to_the_spec_and_world_keys_override_it(tmp_path):
+    import yaml
+    from mbsim_ros.batch.spec import SpecError, load_spec
+    (tmp_path / "run.yaml").write_text("hold: 0.0\nseed: 5\npd_gains: {ARM: [1.0, 0.1]}\n")
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump({"config": "run.yaml", "world": {"seed": 7}, "duration": 0.1}))
+    spec = load_spec(str(tmp_path / "spec.yaml"))
+    assert spec.config["hold"] == 0.0 and spec.config["pd_gains"]["ARM"] == [1.0, 0.1]
+    assert spec.config["seed"] == 7 and spec.seeds == [7] and spec.config["real_time_factor"] == 0.0
+    (tmp_path / "hil.yaml").write_text("devices: {WaistGyro: {port: 'loop://', protocol: csv}}\n")
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump({"config": "hil.yaml", "duration": 0.1}))
+    with pytest.raises(SpecError, match=r"bad.yaml: config .*hil.yaml: devices: real devices"):
+        load_spec(str(tmp_path / "bad.yaml"))
