@@ -9,8 +9,8 @@ Inputs are serialized as the ROS messages (sensor_msgs/JointState, std_msgs/Floa
 and handed to the Bridge's own subscriptions, so they take exactly the path they take in
 `mbsim run` and the sim_node: decoding, the Bridge's PD gains and effort handling for
 joint_commands / joint_efforts, actuator names for actuator_controls, input names for inputs;
-errors are reported once each (Harness.errors), as on the node. Like the node, a command takes
-effect after the step that follows it (the Bridge turns commands into tau after each step).
+errors are reported once each (Harness.errors), as on the node. As on the node, the Bridge
+turns commands into tau after each step, so a command sent now acts from the second step on.
 
 Recording: every step, the state (t, q, v), the tau that step applied and the largest contact
 force; every new accelerometer/gyro/force reading. With a bag, every topic is also written to a

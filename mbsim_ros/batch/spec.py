@@ -11,7 +11,7 @@
     sample_seed: 0               # random / lhs: the sampler's seed
     parameters:                  # the swept overrides, by name (PARAMETERS says which exist)
       link.WAIST.mass: {range: [20, 40], steps: 3}     # steps: grid only
-      link.floor.friction: {values: [0.3, 0.6, 1.0]}
+      link.FLOOR.friction: {values: [0.3, 0.6, 1.0]}
       controller: {values: ["mypkg.ctrl:stand", "mypkg.ctrl:squat"]}
     controller: mypkg.ctrl:stand # fixed driver (import path) unless swept; controller_options: {...}
     control_rate: 100            # Hz at which a controller's tick runs (default: every step)
@@ -413,7 +413,7 @@ def prepare(spec: BatchSpec) -> BatchSpec:
             raise SpecError(f"{spec.where}: parameters.{axis.name}: {e.args[0]}") from None
     from .harness import Harness
     try:        # checks the run settings against the models, and compiles (or loads) every kernel a
-        # scenario uses once here: local workers then find them all in the numba cache
+        # scenario uses once here: local workers then find them all in the kernel cache
         with Harness(copy.deepcopy(models), copy.deepcopy(spec.config)) as world:
             world.run(2 * world.sim.dt)
     except (ConfigError, ValueError) as e:
