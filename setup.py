@@ -42,6 +42,7 @@ setup(
         # there are x86_64 wheels only (elsewhere the rclpy transport is the live one)
         "cyclonedds>=11.0.1; platform_machine == 'x86_64'",
         "matplotlib>=3.5",       # mbsim plot
+        "xacro>=2.0",            # .xacro models expanded with arguments (the PyPI release of ROS's xacro)
     ],
     extras_require={
         # ground truth and peers for tests and bench/, never needed at run time

@@ -25,7 +25,7 @@ from .ros.world import load_models as _load
 
 
 DEFAULT_DURATION = 5.0      # s, mbsim run when neither the user nor the model says
-MODEL_FILES = ".wrl (OpenHRP), .urdf, .osim (OpenSim), .yaml (Chrono)"
+MODEL_FILES = ".wrl (OpenHRP), .urdf, .xacro, .osim (OpenSim), .yaml (Chrono)"
 IMAGE_FILES = (".png", ".jpg", ".jpeg")     # mbsim render -o / --depth
 MAX_IMAGE_SIDE = 16384                      # pixels, mbsim render --width / --height
 RENDER_BYTES_PER_PIXEL = 40                 # color, depth, inverse depth, encoding: what a frame holds
@@ -52,9 +52,10 @@ def cmd_run(args):
     from .ros.world import load_world
     from .ros.transport import FanoutTransport, transport_for
 
-    overrides = dict(model=",".join(args.models) or None, dt=args.dt, duration=args.duration, integrator=args.integrator,
+    overrides = dict(model=_model_entries(args.models, args.pose), dt=args.dt, duration=args.duration, integrator=args.integrator,
                      contact=args.contact, hold=args.hold, real_time_factor=args.rtf, seed=args.seed,
                      namespace=args.namespace, floating_base=True if args.floating_base else None,
+                     on_ground=True if args.on_ground else None, ground=False if args.no_ground else None,
                      z_up=True if args.z_up else None)
     config = load_config(args.config, overrides)
     if args.bag and os.path.exists(args.bag):
@@ -68,7 +69,7 @@ def cmd_run(args):
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     t0 = time.perf_counter()
-    sim = simulation(models, config)
+    sim = simulation(models, config, log=lambda text: print(f"warning: {text}", file=sys.stderr))
     prepare = time.perf_counter() - t0
     transports = []
     live = "no live topics"
@@ -140,6 +141,31 @@ def cmd_run(args):
         cameras = [s.name for m in models for s in m.sensors if s.type == "camera"]
         print(_bag_summary(args.bag, transport.stats(), args.compression, cameras))
     return 0
+
+
+def _model_entries(words, poses):
+    """The run's `model` setting from the positional words (a file, then its xacro arguments
+    name:=value) and the --pose options (the k-th for the k-th model)."""
+    entries = []
+    for w in words:
+        if ":=" in w and entries:
+            name, value = w.split(":=", 1)
+            entries[-1]["args"][name] = value
+        elif ":=" in w:
+            raise ConfigError(f"{w}: a xacro argument needs a .xacro model file before it")
+        else:
+            entries.append(dict(file=w, args={}))
+    poses = poses or []
+    if not entries:
+        if not poses:
+            return None
+        from .ros.world import DEFAULT_WORLD
+        entries = [dict(file=p, args={}) for p in DEFAULT_WORLD]
+    if len(poses) > len(entries):
+        raise ConfigError(f"--pose given {len(poses)} times for {len(entries)} model(s): one pose per model, in order")
+    for entry, pose in zip(entries, poses):
+        entry["pose"] = list(pose)
+    return entries
 
 
 def _live_topics(transport):
@@ -357,7 +383,8 @@ def build_parser():
     p = _Parser(prog="mbsim", description="mbsim_ros: multibody simulation for ROS 2")
     sub = p.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="simulate a model (default: the bundled SR1 humanoid on a floor)")
-    run.add_argument("models", nargs="*", help=f"model files ({MODEL_FILES}); several make one world")
+    run.add_argument("models", nargs="*", help=f"model files ({MODEL_FILES}); several make one world; "
+                     "a .xacro file's arguments follow it as name:=value")
     run.add_argument("--duration", type=float,
                      help="simulated seconds (default: the model's end_time, else 5)")
     run.add_argument("--rtf", type=float, help="real-time factor (default 1; 0 = as fast as possible)")
@@ -377,6 +404,12 @@ def build_parser():
                           "(N m/rad or N/m; default 2000; 0 = limp)")
     run.add_argument("--floating-base", action="store_true", help="URDF: free joint above the root link")
     run.add_argument("--z-up", action="store_true", help=Z_UP_HELP)
+    run.add_argument("--pose", nargs=6, type=float, action="append", metavar=("X", "Y", "Z", "ROLL", "PITCH", "YAW"),
+                     help="where a model starts (m, rad); once per model, in the order of the models")
+    run.add_argument("--on-ground", action="store_true",
+                     help="lower each floating model until its lowest collision point touches what is below it")
+    run.add_argument("--no-ground", action="store_true",
+                     help="no ground plane under a floating robot that has nothing else to stand on")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     run.set_defaults(func=cmd_run)
     info = sub.add_parser("info", help="print a model's tree, joints, sensors and mass")

@@ -2,8 +2,9 @@
 
 Reading: `load_urdf(path, floating_base=False, package_paths=None)`.
 - Joint types: revolute, continuous (a revolute without position limits), prismatic, fixed,
-  floating (-> 'free') and planar (-> 'planar', see below). <mimic> is not simulated yet: the
-  joint moves on its own and model.warnings says so. <calibration>, <safety_controller>,
+  floating (-> 'free') and planar (-> 'planar', see below). <mimic joint multiplier offset>
+  becomes a CoordinateCoupler (q = multiplier q_leader + offset, a solver row) on a revolute,
+  continuous or prismatic joint mimicking another of those. <calibration>, <safety_controller>,
   <gazebo>, <transmission> are ignored.
 - Planar: q = (x, y, theta), translation along two in-plane axes, then rotation about the URDF
   axis (the plane normal n, Joint.axis). The in-plane axes are the Model's Joint.plane_axes():
@@ -74,7 +75,7 @@ import warnings
 import numpy as np
 from lxml import etree
 
-from ..model import Joint, Link, Model, ModelError, Shape, sensor_ros_frames
+from ..model import CoordinateCoupler, Function, Joint, Link, Model, ModelError, Shape, sensor_ros_frames
 from ..model.transforms import inverse_transform, make_transform, matrix_to_rpy, rpy_to_matrix
 from .meshes import MeshError, load_mesh, write_stl
 
@@ -99,6 +100,7 @@ class _Reader:
         self.model = None
         self.materials = {}
         self.texture_materials = set()
+        self.mimics = []           # (element, joint, URDF type, leader, multiplier, offset)
 
     def error(self, el, expected):
         return ModelError(f"{self.name}, line {el.sourceline}, {_describe(el)}: {expected}")
@@ -161,10 +163,12 @@ def _describe(el):
     return f"<{_local(el)} name=\"{name}\">" if name is not None else f"<{_local(el)}>"
 
 
-def load_urdf(path, floating_base: bool = False, package_paths=None) -> Model:
-    """Read a URDF file into a finalized Model (see the module docstring)."""
+def load_urdf(path, floating_base: bool = False, package_paths=None, text=None) -> Model:
+    """Read a URDF file into a finalized Model (see the module docstring). text: the URDF itself
+    (a xacro expansion, a robot_description), `path` then naming it in messages and giving the
+    folder relative mesh paths start from."""
     reader = _Reader(path, package_paths)
-    robot = _parse(reader)
+    robot = _parse(reader, text)
     model = Model(reader.attr(robot, "name"))
     model.source = reader.name
     reader.model = model
@@ -177,6 +181,7 @@ def load_urdf(path, floating_base: bool = False, package_paths=None) -> Model:
         model.add_link(_read_link(reader, el))
     for el in joint_els:
         model.add_joint(_read_joint(reader, el))
+    _add_mimics(reader, model)
     root = root_el.get("name")
     joint_names = {j.name for j in model.joints}
     name = _unique("root_joint", joint_names)
@@ -186,12 +191,15 @@ def load_urdf(path, floating_base: bool = False, package_paths=None) -> Model:
     return model.finalize()
 
 
-def _parse(reader):
+def _parse(reader, text=None):
     """The <robot> element; XML errors become ModelError with the file and line."""
     parser = etree.XMLParser(remove_comments=True, remove_pis=True, resolve_entities=False,
                              no_network=True)
     try:
-        tree = etree.parse(reader.path, parser)
+        if text is not None:
+            tree = etree.ElementTree(etree.fromstring(text.encode() if isinstance(text, str) else text, parser))
+        else:
+            tree = etree.parse(reader.path, parser)
     except OSError as exc:
         raise ModelError(f"{reader.name}: cannot read the file: {exc}") from None
     except etree.XMLSyntaxError as exc:
@@ -461,9 +469,28 @@ def _read_joint(reader, el):
                     raise reader.error(dynamics, f"{key}={joint[key]}: expected a value >= 0")
     mimic = _child(el, "mimic")
     if mimic is not None:
-        reader.warn(mimic, f"mimics joint {mimic.get('joint')!r}: mimic is not simulated yet, "
-                           "the joint moves on its own")
+        reader.mimics.append((mimic, name, urdf_type, reader.attr(mimic, "joint"),
+                              reader.number(mimic, "multiplier", 1.0), reader.number(mimic, "offset", 0.0)))
     return Joint(**joint)
+
+
+def _add_mimics(reader, model):
+    """<mimic joint="leader" multiplier="m" offset="c">: q = m q_leader + c held by a coordinate
+    coupler (a constraint row of the solver), as Gazebo's and Pinocchio's mimic joints."""
+    one_dof = ("revolute", "continuous", "prismatic")
+    by_name = {j.name: j for j in model.joints}
+    for el, name, urdf_type, leader, multiplier, offset in reader.mimics:
+        if urdf_type not in one_dof:
+            raise reader.error(el, f"a {urdf_type} joint cannot mimic: expected a revolute, continuous "
+                                   "or prismatic joint")
+        if leader == name:
+            raise reader.error(el, f"joint=\"{leader}\": a joint cannot mimic itself")
+        lead = by_name.get(leader)
+        if lead is None or lead.type not in ("revolute", "prismatic") or lead.nv != 1:
+            raise reader.error(el, f"joint=\"{leader}\": expected the name of a revolute, continuous or "
+                                   f"prismatic joint of this robot")
+        model.couplers.append(CoordinateCoupler(f"{name} (mimic)", name, leader, Function.linear(multiplier, offset)))
+        model.report.append(("joint", name, f"mimics {leader}: q = {multiplier:g} q_{leader} + {offset:g}"))
 
 
 def _read_limits(reader, el, urdf_type):

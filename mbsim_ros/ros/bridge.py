@@ -17,7 +17,10 @@ values (no new dependency; `ros2 topic pub` and rqt publish it).
 Hardware in the loop (ros/hil.py): a sensor with a real device keeps its topic, which carries
 the device's values, and gets NS/<sensor>/sim with the simulated ones; emulated sensors are
 written to serial ports; joint commands also come from serial ports.
-TF: frame ids are the model's link names (with the frame prefix); a floating base is odom ->
+Names (joint_states, frame ids, sensor topics) are world names (model/names.py): a model's own,
+"<entity>/<name>" where an earlier model has the name. Models spawned or deleted while running
+(Session.spawn/delete -> world_changed) gain or lose their topics, descriptions and frames.
+TF: frame ids are the links' world names (with the frame prefix); a floating base is odom ->
 root link with a static world -> odom; other roots hang from world; fixed joints, sensor
 frames, camera optical frames and range laser frames are static. A moving joint with a
 child_pose ends at the URDF's `<joint>_child_frame` link (formats.urdf.joint_frame_links), with
@@ -36,6 +39,7 @@ import numpy as np
 from ..formats import to_urdf
 from ..formats.urdf import joint_frame_links
 from ..model import sensor_ros_frames
+from ..model.names import renamed
 from ..model.transforms import inverse_transform
 from ..sensors import Reading
 from . import hil
@@ -82,6 +86,14 @@ class JointController:
             self.kp[iv], self.kd[iv] = gains.get(name, gains.get(joint, default))
         self.active = False
 
+    def adopt(self, old):
+        """Keep the efforts and targets `old` held for the DOFs (by name) still in the world."""
+        for name, iv in self.index.items():
+            if name in old.index:
+                j = old.index[name]
+                self.effort[iv], self.q_target[iv], self.v_target[iv] = old.effort[j], old.q_target[j], old.v_target[j]
+        self.active = old.active
+
     def command(self, cmd):
         """A decoded JointState command (names with effort and/or position/velocity)."""
         unknown = [n for n in cmd.names if n not in self.index]
@@ -121,6 +133,15 @@ class JointController:
         sim.tau = tau
 
 
+_FIXED_KEYS = ("clock", "tf", "tf_static", "diagnostics", "joint_states", "actuator_controls/state")
+
+
+def _derived(entity, world_base, bare_base, name):
+    """A frame named after one of an entity's things (`name`, derived from `bare_base`) is
+    qualified like that thing's world name `world_base`."""
+    return entity + "/" + name if world_base != bare_base else name
+
+
 class Bridge:
     """Publishes one Simulation (mbsim_ros.sensors.Simulation) on `transport`.
 
@@ -136,7 +157,8 @@ class Bridge:
         self.submit = submit or (lambda fn: fn())
         self.log = log or (lambda text: None)
         given = (config.get("namespace") or "").strip("/")     # a valid ROS namespace (config checks it)
-        self.ns = "/" + "/".join(ros_name(p) for p in given.split("/")) if given else "/" + ros_name(sim.models[0].name)
+        self.ns = "/" + "/".join(ros_name(p) for p in given.split("/")) if given else "/" + ros_name(sim.entities[0])
+        self._first = sim.entities[0]
         self.prefix = config.get("frame_prefix", "")
         self.rates = {key: Rate(min(float(config[key]), 1.0 / sim.dt))
                       for key in ("joint_state_rate", "tf_rate", "clock_rate", "diagnostics_rate")}
@@ -158,37 +180,45 @@ class Bridge:
         return self.prefix + name
 
     def _layout(self):
-        """DOFs for joint_states, the TF tree (static and moving edges), devices' topics."""
+        """DOFs for joint_states, the TF tree (static and moving edges), devices' topics; every
+        name is the world name (model/names.py: the first model's bare, a later model's
+        "<entity>/<name>" where it clashes)."""
         sim = self.sim
+        names = sim.names
         self.dofs = []                       # (DOF name, q index, v index, joint name)
         self.moving = []                     # (parent frame, child frame, parent link or None, child link,
                                              #  the child frame in the child link or None)
         self.static = []                     # (parent frame, child frame, 4x4)
-        q_off = v_off = 0
         floating = False
-        for model in sim.models:
-            names = model.dof_names
+        for k, (entity, model) in enumerate(zip(sim.entities, sim.models)):
+            _, q_off, v_off = sim.compiled.offsets[k]
+            link = names.table(entity, "link")
+            joint = names.table(entity, "joint")
+            place = sim.compiled.placements[k]
+            dof_names = model.dof_names
             child_frames = joint_frame_links(model)
             for j in model.joints:
                 if j.type not in ("fixed", "ball", "free"):
-                    for k in range(j.nv):
-                        self.dofs.append((names[j.v_index + k], q_off + j.q_index + k, v_off + j.v_index + k, j.name))
-                parent = self.frame(j.parent) if j.parent is not None else ("odom" if j.type == "free" else "world")
+                    for i in range(j.nv):
+                        self.dofs.append((joint[dof_names[j.v_index + i]], q_off + j.q_index + i, v_off + j.v_index + i,
+                                          joint[j.name]))
+                parent = self.frame(link[j.parent]) if j.parent is not None else ("odom" if j.type == "free" else "world")
                 floating = floating or (j.parent is None and j.type == "free")
+                child = link[j.child]
                 if j.type == "fixed":
-                    self.static.append((parent, self.frame(j.child), j.origin @ inverse_transform(j.child_pose)))
+                    origin = j.origin if j.parent is not None else place @ j.origin
+                    self.static.append((parent, self.frame(child), origin @ inverse_transform(j.child_pose)))
                 elif j.name in child_frames:
-                    frame = self.frame(child_frames[j.name])
-                    self.moving.append((parent, frame, j.parent, j.child, j.child_pose))
-                    self.static.append((frame, self.frame(j.child), inverse_transform(j.child_pose)))
+                    frame = self.frame(_derived(entity, child, j.child, child_frames[j.name]))
+                    self.moving.append((parent, frame, link.get(j.parent), child, j.child_pose))
+                    self.static.append((frame, self.frame(child), inverse_transform(j.child_pose)))
                 else:
-                    self.moving.append((parent, self.frame(j.child), j.parent, j.child, None))
-            for s in model.sensors:
-                self.static.append((self.frame(s.link), self.frame(s.name), s.pose))
-                for name, pose in sensor_ros_frames(s):
-                    self.static.append((self.frame(s.name), self.frame(name), pose))
-            q_off += model.nq
-            v_off += model.nv
+                    self.moving.append((parent, self.frame(child), link.get(j.parent), child, None))
+            for sn in model.sensors:
+                name = names.world(entity, "sensor", sn.name)
+                self.static.append((self.frame(link[sn.link]), self.frame(name), sn.pose))
+                for fname, pose in sensor_ros_frames(sn):
+                    self.static.append((self.frame(name), self.frame(name + fname[len(sn.name):]), pose))
         if floating:
             self.static.append(("world", "odom", np.eye(4)))
         self.dof_names = [d[0] for d in self.dofs]
@@ -203,11 +233,19 @@ class Bridge:
                 g = next((d for d in devs if d.kind == "gyro" and d.link == a.link and d.rate == a.rate
                           and d.delay == a.delay and np.allclose(d.sensor.pose, a.sensor.pose)), None)
                 if g is not None:
-                    self.merged[a.name] = (ros_name(a.link) + "_imu", a, g)
+                    self.merged[a.name] = (a.link + "_imu", a, g)
                     self.merged[g.name] = self.merged[a.name]
 
     def topic(self, *parts):
-        return "/".join([self.ns] + [ros_name(p) if k == 0 else p for k, p in enumerate(parts)])
+        """NS/<name>/<rest>: the name (a world name, perhaps "<entity>/<thing>") made of valid
+        segments; the rest as given."""
+        head = "/".join(ros_name(seg) for seg in parts[0].split("/"))
+        return "/".join([self.ns, head] + list(parts[1:]))
+
+    def _description_topic(self, entity):
+        """The first model's robot_description is NS/robot_description; another's
+        NS/<entity>/robot_description (kept for the run, whoever joins or leaves)."""
+        return self.topic("robot_description") if entity == self._first else self.topic(entity, "robot_description")
 
     # -- start / stop -----------------------------------------------------------------------
     def start(self):
@@ -221,39 +259,7 @@ class Bridge:
         adv["joint_states"] = t.advertise(self.topic("joint_states"), msg.JOINT_STATE, DEFAULT)
         if self.actuator_names:
             adv["actuator_controls/state"] = t.advertise(self.topic("actuator_controls", "state"), msg.JOINT_STATE, DEFAULT)
-        for k, model in enumerate(sim.models):
-            name = self.topic("robot_description") if k == 0 else self.topic(model.name, "robot_description")
-            adv[f"robot_description/{k}"] = t.advertise(name, msg.STRING, LATCHED)
-        for dev in sim.devices.values():
-            if not dev.enabled:
-                continue
-            if dev.name in self.merged:
-                topic = self.merged[dev.name][0]
-                if topic not in adv:
-                    adv[topic] = t.advertise(self.topic(topic), msg.IMU, SENSOR)
-            elif dev.kind in ("accelerometer", "gyro"):
-                adv[dev.name] = t.advertise(self.topic(dev.name), msg.IMU, SENSOR)
-            elif dev.kind == "force":
-                adv[dev.name] = t.advertise(self.topic(dev.name), msg.WRENCH_STAMPED, SENSOR)
-            elif dev.kind == "range":
-                adv[dev.name] = t.advertise(self.topic(dev.name), msg.LASER_SCAN, SENSOR)
-            elif dev.kind == "camera":
-                if dev.color:
-                    adv[dev.name + "/image_raw"] = t.advertise(self.topic(dev.name, "image_raw"), msg.IMAGE, SENSOR)
-                    adv[dev.name + "/camera_info"] = t.advertise(self.topic(dev.name, "camera_info"), msg.CAMERA_INFO, SENSOR)
-                if dev.depth:
-                    adv[dev.name + "/depth/image_raw"] = t.advertise(self.topic(dev.name, "depth/image_raw"), msg.IMAGE, SENSOR)
-                    adv[dev.name + "/depth/camera_info"] = t.advertise(self.topic(dev.name, "depth/camera_info"), msg.CAMERA_INFO, SENSOR)
-                    if dev.points:
-                        adv[dev.name + "/points"] = t.advertise(self.topic(dev.name, "points"), msg.POINT_CLOUD2, SENSOR)
-            if self.hil is not None and dev.name in self.hil.sources:   # the simulated value beside the real one
-                adv[dev.name + "/sim"] = t.advertise(self.topic(dev.name, "sim"), adv[dev.name].typename, SENSOR)
-        # latched once: descriptions and the static TF tree
-        stamp = sim.t
-        for k, model in enumerate(sim.models):
-            t.publish(adv[f"robot_description/{k}"], msg.string(to_urdf(model)), msg.to_nanoseconds(stamp))
-        t.publish(adv["tf_static"], msg.tf_message([(stamp, p, c, T) for p, c, T in self.static]),
-                  msg.to_nanoseconds(stamp))
+        self._advertise_models()
         t.subscribe(self.topic("joint_commands"), msg.JOINT_STATE, self._on_joint_commands)
         t.subscribe(self.topic("joint_efforts"), msg.FLOAT64_MULTI_ARRAY, self._on_joint_efforts)
         if self.actuator_names:
@@ -263,6 +269,69 @@ class Bridge:
         if self.hil is not None:
             self.hil.start(t)
         self.on_step(sim)              # the initial state at t
+
+    def _model_topics(self):
+        """{key: (topic, type, qos)} of what the world's models publish: descriptions, sensors."""
+        sim = self.sim
+        out = {f"robot_description/{e}": (self._description_topic(e), msg.STRING, LATCHED) for e in sim.entities}
+        for dev in sim.devices.values():
+            if not dev.enabled:
+                continue
+            if dev.name in self.merged:
+                topic = self.merged[dev.name][0]
+                out[topic] = (self.topic(topic), msg.IMU, SENSOR)
+            elif dev.kind in ("accelerometer", "gyro"):
+                out[dev.name] = (self.topic(dev.name), msg.IMU, SENSOR)
+            elif dev.kind == "force":
+                out[dev.name] = (self.topic(dev.name), msg.WRENCH_STAMPED, SENSOR)
+            elif dev.kind == "range":
+                out[dev.name] = (self.topic(dev.name), msg.LASER_SCAN, SENSOR)
+            elif dev.kind == "camera":
+                parts = []
+                if dev.color:
+                    parts += [("image_raw", msg.IMAGE), ("camera_info", msg.CAMERA_INFO)]
+                if dev.depth:
+                    parts += [("depth/image_raw", msg.IMAGE), ("depth/camera_info", msg.CAMERA_INFO)]
+                    if dev.points:
+                        parts.append(("points", msg.POINT_CLOUD2))
+                for sub, typename in parts:
+                    out[dev.name + "/" + sub] = (self.topic(dev.name, sub), typename, SENSOR)
+            if self.hil is not None and dev.name in self.hil.sources:   # the simulated value beside the real one
+                out[dev.name + "/sim"] = (self.topic(dev.name, "sim"), out[dev.name][1], SENSOR)
+        return out
+
+    def _advertise_models(self):
+        """Advertise the models' topics not advertised yet, unadvertise those no model has any
+        more; publish the new descriptions (with the world names TF and joint_states use) and the
+        whole static TF tree (latched)."""
+        t, sim, adv = self.transport, self.sim, self.pubs
+        wanted = self._model_topics()
+        for key in [k for k in adv if k not in _FIXED_KEYS and k not in wanted]:
+            t.unadvertise(adv.pop(key))
+        new = [k for k in wanted if k not in adv]
+        for key in new:
+            adv[key] = t.advertise(*wanted[key])
+        stamp = sim.t
+        for entity, model in zip(sim.entities, sim.models):
+            if f"robot_description/{entity}" in new:
+                t.publish(adv[f"robot_description/{entity}"], msg.string(to_urdf(renamed(model, sim.names, entity))),
+                          msg.to_nanoseconds(stamp))
+        t.publish(adv["tf_static"], msg.tf_message([(stamp, p, c, T) for p, c, T in self.static]),
+                  msg.to_nanoseconds(stamp))
+
+    def world_changed(self):
+        """After sim.add_model / remove_model / set_model_pose (between steps, in the physics
+        thread): lay the world out again, advertise the new models' topics and descriptions,
+        unadvertise those of models that left, republish /tf_static, and keep the joint
+        commands of the DOFs that stay."""
+        old_controller = self.controller
+        self._layout()
+        self.controller = JointController(self.sim, self.dofs, self.config.get("pd_gains", {}))
+        self.controller.adopt(old_controller)
+        self._advertise_models()
+        for name in list(self._last):
+            if name not in self.sim.devices:
+                del self._last[name]
 
     def close(self):
         """Stop what start() started besides the transport (serial ports and their threads)."""
@@ -327,7 +396,7 @@ class Bridge:
             work.append(("clock", t))
         if rates["joint_state_rate"].due(t):
             work.append(("joint_states", t, sim.q[self.dof_q].copy(), sim.v[self.dof_v].copy(),
-                         sim.tau[self.dof_v].copy()))
+                         sim.tau[self.dof_v].copy(), self.dof_names))
             if self.actuator_names:
                 work.append(("actuator_controls", t, sim.controls))
         if self.moving and rates["tf_rate"].due(t):
@@ -362,7 +431,9 @@ class Bridge:
         self.controller.apply(sim)
 
     def _send(self, key, data, stamp):
-        self.transport.publish(self.pubs[key], data, msg.to_nanoseconds(stamp))
+        handle = self.pubs.get(key)
+        if handle is not None:       # None: its model was deleted after this step was collected
+            self.transport.publish(handle, data, msg.to_nanoseconds(stamp))
 
     def _write(self, work):
         for item in work:
@@ -370,8 +441,8 @@ class Bridge:
             if kind == "clock":
                 self._send("clock", msg.clock(item[1]), item[1])
             elif kind == "joint_states":
-                _, t, q, v, tau = item
-                self._send("joint_states", msg.joint_state(t, self.dof_names, q, v, tau), t)
+                _, t, q, v, tau, names = item      # the names of that step (a spawn may change them)
+                self._send("joint_states", msg.joint_state(t, names, q, v, tau), t)
             elif kind == "actuator_controls":
                 _, t, controls = item
                 self._send("actuator_controls/state", msg.joint_state(t, self.actuator_names, effort=controls), t)

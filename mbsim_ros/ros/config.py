@@ -12,7 +12,10 @@ import yaml
 from ..model import ConfigError
 
 DEFAULTS = {
-    "model": "",                    # model file(s), comma-separated; "" = the bundled SR1 world
+    "model": "",                    # model file(s), comma-separated (file name:=value ... for xacro), or a list
+                                    # of files and {file, name, pose: [x, y, z, roll, pitch, yaw], args}; "" = the bundled SR1 world
+    "on_ground": False,             # lower every floating model until its lowest collision point touches what is below
+    "ground": True,                 # a ground plane under a floating first model with nothing to stand on
     "floating_base": False,         # URDF: give the root link a free joint
     "z_up": False,                  # OpenSim (y up): turn the model so that its +y is the world's +z
     "dt": None,                     # physics step (s); None = the model's time_step, else 0.001
@@ -81,8 +84,36 @@ def _merge(config, data, where):
         config[key] = _check(key, value, where)
 
 
+def _check_models(value, where):
+    """model: a string, or a list of strings and {file, name, pose, args} mappings."""
+    if value is None or isinstance(value, str):
+        return "" if value is None else value
+    if not isinstance(value, list):
+        raise ConfigError(f"{where}: model must be a file name, comma-separated names, or a list, got {value!r}")
+    for k, item in enumerate(value):
+        if isinstance(item, str):
+            continue
+        if not isinstance(item, dict) or not isinstance(item.get("file"), str):
+            raise ConfigError(f"{where}: model[{k}] must be a file name or a mapping with file: (and name:, "
+                              f"pose:, args:), got {item!r}")
+        unknown = sorted(set(item) - {"file", "name", "pose", "args"})
+        if unknown:
+            raise ConfigError(f"{where}: model[{k}]: unknown key(s) {', '.join(unknown)}; expected file, name, pose, args")
+        if item.get("name") is not None and (not isinstance(item["name"], str) or "/" in item["name"] or not item["name"]):
+            raise ConfigError(f"{where}: model[{k}].name must be a name without '/', got {item['name']!r}")
+        pose = item.get("pose")
+        if pose is not None and not (isinstance(pose, list) and len(pose) == 6
+                                     and all(isinstance(x, (int, float)) and math.isfinite(x) for x in pose)):
+            raise ConfigError(f"{where}: model[{k}].pose must be [x, y, z, roll, pitch, yaw] (m, rad), got {pose!r}")
+        if item.get("args") is not None and not isinstance(item["args"], dict):
+            raise ConfigError(f"{where}: model[{k}].args must be a mapping of xacro arguments, got {item['args']!r}")
+    return value
+
+
 def _check(key, value, where):
     default = DEFAULTS[key]
+    if key == "model":
+        return _check_models(value, where)
     if isinstance(default, bool):
         if not isinstance(value, bool):
             raise ConfigError(f"{where}: {key} must be true or false, got {value!r}")

@@ -298,6 +298,9 @@ class DdsTransport(Transport):
                     break
                 log.exception("DDS receive thread")
 
+    def _unadvertise(self, pub: Publisher) -> None:
+        pub.impl = None        # dropping the Python object deletes the DDS writer (as _close does)
+
     # -- closing -----------------------------------------------------------------------------
     def _close(self) -> None:
         self._stop = True

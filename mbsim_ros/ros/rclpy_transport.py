@@ -47,6 +47,9 @@ class RclpyTransport(Transport):
     def _advertise(self, pub: Publisher):
         return self.node.create_publisher(message_class(pub.typename), pub.topic, to_rclpy_qos(pub.qos))
 
+    def _unadvertise(self, pub: Publisher) -> None:
+        self.node.destroy_publisher(pub.impl)
+
     def publish(self, handle: Publisher, data: bytes, stamp_ns: int = 0) -> None:
         handle.impl.publish(bytes(data))  # bytes (not bytearray/memoryview): a serialized message
         handle.messages += 1

@@ -215,6 +215,20 @@ class Runner:
             self._dirty = True
             self._cv.notify_all()
 
+    def cancel(self, fn) -> bool:
+        """Take back a submitted fn that has not run yet; returns whether it was still queued."""
+        with self._cv:
+            try:
+                self._commands.remove(fn)
+            except ValueError:
+                return False
+            return True
+
+    @property
+    def physics_thread(self):
+        """The thread id of the running physics loop (None when not running)."""
+        return self._physics_ident
+
     def stop(self):
         """End run() at the next step boundary (also while paused). A stop() made while run()
         is not active makes the next run() return at once."""

@@ -112,6 +112,13 @@ class Transport:
         self._publishers[topic] = pub
         return pub
 
+    def unadvertise(self, handle: Publisher) -> None:
+        """Stop offering `handle`'s topic (a deleted model's sensors); publishing on it afterwards
+        is an error of the caller. A bag keeps what was recorded."""
+        if self._publishers.get(handle.topic) is handle:
+            del self._publishers[handle.topic]
+            self._unadvertise(handle)
+
     def publish(self, handle: Publisher, data: bytes, stamp_ns: int = 0) -> None:
         """Send serialized CDR bytes; stamp_ns is the log time where the transport records one
         (bags), else unused."""
@@ -178,6 +185,9 @@ class Transport:
     def _advertise(self, pub: Publisher):
         return None
 
+    def _unadvertise(self, pub: Publisher) -> None:
+        pass
+
     def _subscribe(self, sub: Subscription):
         return None
 
@@ -219,6 +229,10 @@ class FanoutTransport(Transport):
             t.publish(h, data, stamp_ns)
         handle.messages += 1
         handle.bytes += len(data)
+
+    def _unadvertise(self, pub):
+        for t, h in pub.impl:
+            t.unadvertise(h)
 
     def _subscribe(self, sub):
         live = [t for t in self.transports if t.receives]

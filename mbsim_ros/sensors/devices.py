@@ -64,11 +64,11 @@ class Device:
     name, kind, link, frame, rate (Hz), delay (s), variance (per channel: the white noise
     stddev^2), and per kind the geometry below."""
 
-    def __init__(self, sensor, model, config, seed, dt):
+    def __init__(self, sensor, model, config, seed, dt, name=None, link=None):
         self.sensor = sensor
-        self.name = sensor.name
+        self.name = sensor.name if name is None else name      # its world name (model/names.py)
         self.kind = sensor.type
-        self.link = sensor.link
+        self.link = sensor.link if link is None else link      # its link's world name
         self.model = model
         where = f"sensors.{self.name}"
         allowed = CAMERA_KEYS if self.kind == "camera" else COMMON_KEYS
@@ -180,6 +180,12 @@ class Device:
         if self.kind == "camera":
             return np.concatenate([n.variance for n in self.noise])
         return self.noise.variance
+
+    def start_at(self, step):
+        """Start sampling at step count `step` (a device that joins a running world): its first
+        instant is the first k / rate at or after that step's time."""
+        self.k_next = int(math.ceil(step * self.dt / self.period - 1e-6))
+        self._schedule(step)
 
     def _schedule(self, step):
         """next_step = the first step count after `step` at whose end this device samples: its
