@@ -63,7 +63,7 @@ class Harness:
         from ..ros.world import apply_model_settings
         self.config = load_config(None, {k: v for k, v in (config or {}).items()})
         self.config["real_time_factor"] = 0.0
-        models = list(models) if isinstance(models, (list, tuple)) else [models]
+        models = models if isinstance(models, (list, tuple)) else [models]   # a World keeps its names, poses
         self.notes = apply_model_settings(self.config, models)
         self.sim = sim = simulation(models, self.config)
         self.inbox = Inbox()
@@ -160,7 +160,7 @@ class Harness:
 
     def signals(self) -> Signals:
         """The recorded signals so far (copies)."""
-        return self._recorder.signals(self.sim, self.config)
+        return self._recorder.signals(self.sim, self.bridge.dofs)
 
     def close(self):
         if not self._closed:
@@ -229,9 +229,9 @@ class _Recorder:
             ncon = min(ncon, self._max_contacts)
         self.record(ncon)
 
-    def signals(self, sim, config):
+    def signals(self, sim, dofs):
         n = self.n
         readings = {name: (np.array(s, dtype=float), np.array(v, dtype=float).reshape(len(v), -1))
                     for name, (s, v) in self.readings.items()}
-        return Signals.of(sim, self.t[:n].copy(), self.q[:n].copy(), self.v[:n].copy(), self.tau[:n].copy(),
+        return Signals.of(sim, dofs, self.t[:n].copy(), self.q[:n].copy(), self.v[:n].copy(), self.tau[:n].copy(),
                           self.contact[:n].copy(), readings)

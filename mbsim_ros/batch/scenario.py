@@ -81,8 +81,11 @@ def apply_overrides(models, config, params):
             noise = cfg.get("noise") or {}
             cfg["noise"] = [dict(b, **{key: value}) for b in noise] if isinstance(noise, list) else dict(noise, **{key: value})
             config["sensors"][sensor.name] = cfg
-        elif kind == "model":
-            model = _find(models, parts[1], "model")
+        elif kind == "model":           # by entity name (a World's names) or the model's own
+            entities = [n or m.name for n, m in zip(getattr(models, "names", None) or [None] * len(models), models)]
+            if parts[1] not in entities:
+                raise KeyError(f"no model named {parts[1]!r} in the world (models: {', '.join(entities)})")
+            model = models[entities.index(parts[1])]
             root = next((j for j in model.joints if j.parent is None), None)
             if root is None or root.type != "free":
                 raise KeyError(f"model {model.name!r} has no floating base (free root joint) to place")

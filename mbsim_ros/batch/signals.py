@@ -34,24 +34,24 @@ class Signals:
     dof_q: np.ndarray = field(default_factory=lambda: np.zeros(0, int))
 
     @classmethod
-    def of(cls, sim, t, q, v, tau, contact, readings):
-        dofs, root, root_name = {}, None, None
+    def of(cls, sim, dofs, t, q, v, tau, contact, readings):
+        """dofs: [(name, q index, v index, ...)] as the Bridge names them on /joint_states."""
+        root, root_name = None, None
         nv = sim.nv
         stiffness, damping, rest = np.zeros(nv), np.zeros(nv), np.full(nv, np.nan)
         q_off = v_off = 0
         for m, model in enumerate(sim.models):
-            names = model.dof_names
             for j in model.joints:
                 if j.type == "free" and j.parent is None and m == 0 and root is None:
                     root, root_name = q_off + j.q_index, j.child
                 if j.type in ("fixed", "ball", "free"):
                     continue
                 for k in range(j.nv):
-                    iv, iq = v_off + j.v_index + k, q_off + j.q_index + k
-                    dofs[names[j.v_index + k]] = (iq, iv)
+                    iv = v_off + j.v_index + k
                     stiffness[iv], damping[iv], rest[iv] = j.stiffness[k], j.damping[k], j.rest_position[k]
             q_off += model.nq
             v_off += model.nv
+        dofs = {d[0]: (int(d[1]), int(d[2])) for d in dofs}
         dof_q = np.array([iq for iq, _ in dofs.values()], dtype=int)
         return cls(t, q, v, tau, contact, readings, sim.dt, dofs, root, root_name, stiffness, damping, rest, dof_q)
 

@@ -238,10 +238,13 @@ def _config(where, data, base_dir):
     if path is not None:
         path = os.path.join(base_dir, str(path))
     world = dict(world)
-    if world.get("model"):
-        text = world["model"]
-        paths = [p.strip() for p in text.split(",")] if isinstance(text, str) else list(text)
-        world["model"] = ",".join(os.path.join(base_dir, p) for p in paths)
+    models = world.get("model")
+    if isinstance(models, str) and models:           # comma-separated files, relative to the spec
+        world["model"] = ",".join(os.path.join(base_dir, p.strip()) for p in models.split(","))
+    elif isinstance(models, list):                   # files and {file, name, pose, args}
+        world["model"] = [os.path.join(base_dir, m) if isinstance(m, str) else
+                          dict(m, file=os.path.join(base_dir, str(m["file"]))) if isinstance(m, dict) and "file" in m
+                          else m for m in models]
     try:
         config = load_config(path)
         for key in EXCLUDED_CONFIG:

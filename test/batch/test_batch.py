@@ -291,7 +291,9 @@ def test_ctrl_c_keeps_the_finished_rows_and_resume_runs_the_rest(tmp_path):
     import yaml
     from batch_world import HERE
     spec_path = tmp_path / "cart.yaml"
-    spec_path.write_text(yaml.safe_dump(cart_spec(seeds=list(range(40)), parameters={}, duration=0.3), sort_keys=False))
+    # 60 scenarios of 1 s: several seconds of work, so the interrupt (once the first part file
+    # is written, after about 2 s) comes mid-batch even on an idle machine
+    spec_path.write_text(yaml.safe_dump(cart_spec(seeds=list(range(60)), parameters={}, duration=1.0), sort_keys=False))
     out = tmp_path / "out"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
     command = [sys.executable, "-m", "mbsim_ros.cli", "batch", str(spec_path), "-o", str(out), "--workers", "0", "--quiet"]
@@ -304,11 +306,11 @@ def test_ctrl_c_keeps_the_finished_rows_and_resume_runs_the_rest(tmp_path):
     stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 130, stderr
     kept = int(stderr.strip().splitlines()[-1].split("interrupted: ")[1].split(" of ")[0])
-    assert 0 < kept < 40 and stderr.strip().splitlines()[-1].endswith("--resume runs the rest")
+    assert 0 < kept < 60 and stderr.strip().splitlines()[-1].endswith("--resume runs the rest")
     done = subprocess.run(command + ["--resume", "--no-plot"], env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     rows = pq.read_table(out / "results.parquet").to_pylist()
-    assert sorted(r["seed"] for r in rows) == list(range(40))
+    assert sorted(r["seed"] for r in rows) == list(range(60))
     assert all(r["status"] == "ok" for r in rows)
 
 
