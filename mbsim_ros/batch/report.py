@@ -38,6 +38,7 @@ def plot(table, spec, path):
     """PNG: a histogram of each metric, then one metric over each swept numeric parameter (the
     first declared metric that varies across the scenarios, else the first)."""
     import matplotlib
+    import matplotlib.ticker
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     rows = [r for r in _rows(table) if r["status"] == "ok"]
@@ -68,6 +69,9 @@ def plot(table, spec, path):
             ax.set_title(f"{first} over {p}", fontsize=9)
             ax.set_xlabel(p, fontsize=8)
             ax.set_ylabel(first, fontsize=8)
+    for ax in flat[:n_plots]:
+        ax.tick_params(labelsize=7)
+        ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(5))    # long tick labels must not collide
     for ax in flat[n_plots:]:
         ax.axis("off")
     failed = len(_rows(table)) - len(rows)
