@@ -4,7 +4,10 @@ Where: an existing cluster when a scheduler address is given (argument or DASK_S
 else an embedded LocalCluster on this machine (processes, one single-threaded worker per core,
 loopback only); workers=0 runs every scenario here, one after another (no Dask).
 What travels: the world as bytes (spec.world_bytes(): the loaded models, run configuration,
-drivers, metrics), scattered once to every worker; each scenario is one task. A task never
+drivers, metrics), installed once on every worker by a worker plugin (worker.py: the scheduler
+gives it to workers that join or restart too, where scattered data would be lost with the last
+worker holding it); each scenario is one task with no dependency, so the scheduler queues them
+and hands each worker one or two at a time. A task never
 fails (scenario.run_scenario makes a failed row); a worker that dies has its tasks rerun
 elsewhere by the scheduler (distributed.scheduler.allowed-failures); a task that still cannot
 finish becomes a failed row too.
@@ -162,7 +165,7 @@ def connect(scheduler=None, workers=None):
     # 5 % of a core, now under 1 %.
     with dask.config.set(QUIET):
         cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=True,
-                               host="127.0.0.1", dashboard_address=None, silence_logs=logging.ERROR)
+                               host="127.0.0.1", dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
     return Client(cluster), cluster
 
 
@@ -232,9 +235,12 @@ def run_batch(spec, out_dir, scheduler=None, workers=None, resume=False, bags="n
             if client is None:
                 own = connect(scheduler, workers)     # (client, cluster): closed at the end
                 client = own[0]
-            world = client.scatter(world, broadcast=True, hash=False)
+            from .worker import WorldPlugin, run
             token = uuid.uuid4().hex[:8]
-            futures = {client.submit(run_scenario, world, s, bags, key=f"mbsim-{s['scenario']}-{token}",
+            plugin = WorldPlugin(f"mbsim-world-{token}", world)
+            register = getattr(client, "register_plugin", None) or client.register_worker_plugin
+            register(plugin)
+            futures = {client.submit(run, plugin.name, s, bags, key=f"mbsim-{s['scenario']}-{token}",
                                      pure=False): s for s in todo}
             try:
                 for future in as_completed(futures):
@@ -247,6 +253,11 @@ def run_batch(spec, out_dir, scheduler=None, workers=None, resume=False, bags="n
             except BaseException:
                 client.cancel(list(futures))
                 raise
+            finally:
+                try:
+                    client.unregister_worker_plugin(plugin.name)
+                except Exception:        # a cluster going away takes the plugin with it
+                    pass
     except KeyboardInterrupt:
         results.flush()
         table = results.existing()

@@ -55,3 +55,8 @@ def wave(world, amplitude=0.3):
     world.run(0.1)
     world.joint_commands(["ARM"], position=[-amplitude])
     world.run(0.05)
+
+
+def die_always(world):
+    """Kill this worker process every time: a scenario no worker survives."""
+    os.kill(os.getpid(), signal.SIGKILL)

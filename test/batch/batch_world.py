@@ -56,7 +56,7 @@ def cluster(warm):
         sys.path.insert(0, str(HERE))
     os.environ["PYTHONPATH"] = os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])
     cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                       dashboard_address=None, silence_logs=logging.ERROR)
+                                       dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
     client = distributed.Client(cluster)
     yield client, cluster
     client.close()

@@ -349,3 +349,44 @@ def test_a_tests_scenario_function_runs_unchanged_as_a_batch(mbsim_world, cluste
     assert rows[0.2]["gyro_x"] == sig.readings["IMU_GYRO"][1][-1, 0]
     assert rows[0.2]["max_tilt"] == sig.metric("max_tilt")
     assert rows[0.4]["arm"] != rows[0.2]["arm"]
+
+
+def test_a_scenario_no_worker_survives_is_a_failed_row_not_a_failed_batch(warm, tmp_path):
+    """A scheduler allowing no retries (allowed-failures 0): the worker dies once, the task is
+    given up (KilledWorker), its row says so, the other scenarios' rows are fine. (Six tasks on one
+    thread are "root-ish" for the scheduler, so they wait in its queue; worker-saturation 1.0 sends
+    one at a time: a task already waiting on the worker would die with it.)"""
+    import logging
+    import dask
+    from dask.distributed import Client, LocalCluster
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0, "distributed.scheduler.worker-saturation": 1.0}):
+        cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
+                               dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
+    client = Client(cluster)
+    try:
+        spec = prepare(load_spec(cart_spec(seeds=[0, 1, 2, 3, 4], parameters={"controller": {"values": [
+            "batch_helpers:push", "batch_helpers:die_always"]}})))
+        rows = run_batch(spec, str(tmp_path / "out"), client=client).to_pylist()
+    finally:
+        client.close()
+        cluster.close()
+    assert len(rows) == 10
+    dead = [r for r in rows if r["controller"] == "batch_helpers:die_always"]
+    alive = [r for r in rows if r["controller"] == "batch_helpers:push"]
+    assert all(r["status"] == "ok" for r in alive), [r["error"] for r in alive]
+    assert all(r["status"] == "failed" and r["error"].startswith("KilledWorker") for r in dead), [r["error"] for r in dead]
+
+
+def test_an_unreachable_scheduler_is_one_line_and_exit_status_2(tmp_path, capsys):
+    import socket
+    import yaml
+    with socket.socket() as s:                  # a loopback port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    spec_path = tmp_path / "cart.yaml"
+    spec_path.write_text(yaml.safe_dump(cart_spec(seeds=[0], parameters={})))
+    status, out, err = run_cli(["batch", str(spec_path), "-o", str(tmp_path / "out"), "--quiet",
+                                "--scheduler", f"tcp://127.0.0.1:{port}"], capsys)
+    assert status == 2
+    assert len(err.strip().splitlines()) == 1
+    assert err.startswith(f"mbsim: cannot reach the Dask scheduler at tcp://127.0.0.1:{port}")
