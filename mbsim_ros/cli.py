@@ -50,13 +50,15 @@ def cmd_run(args):
     from .ros.config import load_config
     from .ros.session import Session, simulation
     from .ros.world import load_world
-    from .ros.transport import FanoutTransport, transport_for
+    from .ros.transport import FanoutTransport
+    from .ros.transport_choice import transport_for
 
     overrides = dict(model=_model_entries(args.models, args.pose), dt=args.dt, duration=args.duration, integrator=args.integrator,
                      contact=args.contact, hold=args.hold, real_time_factor=args.rtf, seed=args.seed,
                      namespace=args.namespace, floating_base=True if args.floating_base else None,
                      on_ground=True if args.on_ground else None, ground=False if args.no_ground else None,
-                     z_up=True if args.z_up else None)
+                     z_up=True if args.z_up else None,
+                     realtime_priority=args.realtime_priority, cpu=args.cpu)
     config = load_config(args.config, overrides)
     if args.bag and os.path.exists(args.bag):
         raise OSError(f"--bag {args.bag}: already exists (rosbag2 refuses to overwrite a bag too)")
@@ -75,7 +77,7 @@ def cmd_run(args):
     live = "no live topics"
     if args.transport != "none":
         try:
-            transports.append(transport_for(args.transport))
+            transports.append(transport_for(args.transport, note=lambda text: print(f"note: {text}", file=sys.stderr)))
             live = _live_topics(transports[0])
         except ImportError as e:
             if args.transport != "auto":
@@ -114,9 +116,11 @@ def cmd_run(args):
         bar.close()
         session.close()
     print(f"steps: {stats['steps']}  simulated: {stats['sim_time']:.3f} s  wall: {stats['wall_time']:.3f} s  "
-          f"real-time factor: {stats['rtf']:.2f}  overruns: {stats['overruns']}  lateness mean/p99/max: "
-          f"{stats['lateness_mean_ms']:.3f}/{stats['lateness_p99_ms']:.3f}/{stats['lateness_max_ms']:.3f} ms  "
-          f"(model compile and load {prepare:.2f} s)")
+          f"real-time factor: {stats['rtf']:.2f}  overruns: {stats['overruns']}  lateness mean/p50/p99/max: "
+          f"{stats['lateness_mean_ms']:.3f}/{stats['lateness_p50_ms']:.3f}/{stats['lateness_p99_ms']:.3f}/"
+          f"{stats['lateness_max_ms']:.3f} ms  (model compile and load {prepare:.2f} s)")
+    if session.runner.realtime_priority or session.runner.cpu is not None:
+        print(f"physics thread: {session.runner.os_status}")
     root = models[0].root_links[0]
     position = sim.link_transforms()[root][:3, 3]
     print(f"final position of {root}: [{' '.join(f'{x:.3f}' for x in position)}]; {len(sim.contacts())} contacts")
@@ -403,6 +407,10 @@ def build_parser():
                      help="hold joints at their initial angles with springs of stiffness K "
                           "(N m/rad or N/m; default 2000; 0 = limp)")
     run.add_argument("--floating-base", action="store_true", help="URDF: free joint above the root link")
+    run.add_argument("--realtime-priority", type=int, metavar="N",
+                     help="run the physics thread under SCHED_FIFO at priority N (1-99) when permitted "
+                          "(CAP_SYS_NICE or an rtprio limit); otherwise a note says why and the run goes on")
+    run.add_argument("--cpu", type=int, metavar="K", help="pin the physics thread to core K (best an isolated one)")
     run.add_argument("--z-up", action="store_true", help=Z_UP_HELP)
     run.add_argument("--pose", nargs=6, type=float, action="append", metavar=("X", "Y", "Z", "ROLL", "PITCH", "YAW"),
                      help="where a model starts (m, rad); once per model, in the order of the models")

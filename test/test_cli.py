@@ -63,7 +63,7 @@ import sys                                                    # noqa: E402
 
 import pytest                                                 # noqa: E402
 
-from conftest import OWN_MODELS, shared_model                # noqa: E402
+from conftest import OWN_MODELS, shared_model, subprocess_env  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 ARM = str(REPO / "mbsim_ros" / "data" / "models" / "two_link_arm.osim")
@@ -150,7 +150,8 @@ def test_render_refuses_a_size_the_memory_cannot_hold(tmp_path, capsys, monkeypa
 def test_the_mbsim_process_itself_ends_with_one_line_and_status_2(argv, expected, tmp_path):
     """The same through the console entry point in a fresh process: no traceback reaches stderr."""
     argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
-    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = subprocess_env()      # as the session began, before `import opensim` rewrote LD_LIBRARY_PATH
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     p = subprocess.run([sys.executable, "-m", "mbsim_ros.cli", *argv], capture_output=True, text=True,
                        env=env, timeout=300)
     assert p.returncode == 2

@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import subprocess_env
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text(encoding="utf-8")
@@ -20,7 +21,8 @@ def blocks(language):
 
 
 def environment():
-    return dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = subprocess_env()      # as the session began, before `import opensim` rewrote LD_LIBRARY_PATH
+    return dict(env, PYTHONPATH=str(REPO) + os.pathsep + env.get("PYTHONPATH", ""))
 
 
 PYTHON_BLOCKS = blocks("python")

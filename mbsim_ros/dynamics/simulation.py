@@ -520,6 +520,14 @@ class Simulation:
         kernels.kinematics_kernel(c.tf, c.ti, self._df, self._q, self._v)
         return transforms_dict(c, self._data)
 
+    def link_poses(self):
+        """(R (nl, 3, 3), p (nl, 3)): every link's world rotation and position at the current
+        state, in compiled.link_names order, as arrays (no dict); views into a workspace that the
+        next call overwrites: copy what you keep."""
+        c = self.compiled
+        kernels.kinematics_kernel(c.tf, c.ti, self._df, self._q, self._v)
+        return self._data.link_R, self._data.link_p
+
     def contacts(self):
         """The contacts of the last step (detected at its start), with the force each applied."""
         s, cw = self.constraints.solver, self._contacts

@@ -25,6 +25,8 @@ DEFAULTS = {
     "hold": 2000.0,                 # joint springs holding the initial pose (0: off)
     "real_time_factor": 1.0,        # 0 = as fast as possible
     "catch_up": "compensatory",     # compensatory | conservative
+    "realtime_priority": 0,         # physics thread under SCHED_FIFO at this priority (1-99; 0 = off)
+    "cpu": None,                    # physics thread pinned to this core (None = anywhere)
     "namespace": "",                # "" = the first model's name
     "frame_prefix": "",             # prepended to every link and sensor frame id
     "seed": 0,                      # world noise seed
@@ -34,6 +36,10 @@ DEFAULTS = {
     "diagnostics_rate": 1.0,        # Hz
     "merge_imu": False,             # one Imu per link from its accelerometer + gyro
     "pd_gains": {"default": [100.0, 10.0]},   # joint_commands position/velocity tracking: [kp, kd]
+    "joint_commands_topic": "joint_commands",  # JointState commands in; relative to the namespace unless /...
+    "joint_states_topic": "joint_states",      # JointState position, velocity, effort of every DOF out
+    "command_interfaces": {},       # per joint: [position, velocity, effort], the interfaces a shorter-than-name
+                                    # command array maps to (joint_state_topic_hardware_interface's layout)
     "sensors": {},                  # per sensor: rate, delay, saturate, noise, enabled, points
     "devices": {},                  # per sensor: its real device (hardware in the loop, config/hil.yaml)
     "emulate": {},                  # per sensor: a serial port to write it to in a device protocol
@@ -42,6 +48,7 @@ DEFAULTS = {
 }
 CHOICES = {"integrator": ("semi-implicit-euler", "rk4"), "contact": ("lcp", "penalty", "none"),
            "catch_up": ("compensatory", "conservative")}
+COMMAND_INTERFACES = ("position", "velocity", "effort")
 # left open (None / ""), these come from the models' settings (world.apply_model_settings)
 FROM_MODEL = ("dt", "duration", "contact")
 
@@ -120,6 +127,8 @@ def _check(key, value, where):
         return value
     if key in FROM_MODEL and value is None:
         return default
+    if key == "cpu" and value is None:
+        return None
     if isinstance(default, (int, float)) or default is None:
         try:
             x = float(value)
@@ -128,6 +137,11 @@ def _check(key, value, where):
         positive = key.endswith("_rate") or key in FROM_MODEL
         if not math.isfinite(x) or x < 0 or (x == 0 and positive):
             raise ConfigError(f"{where}: {key} must be a finite number {'> 0' if positive else '>= 0'}, got {value!r}")
+        if key in ("realtime_priority", "cpu"):
+            if x != int(x) or (key == "realtime_priority" and x > 99):
+                raise ConfigError(f"{where}: {key} must be a whole number{' 0..99' if key == 'realtime_priority' else ' >= 0'}, "
+                                  f"got {value!r}")
+            return int(x)
         return int(x) if key == "seed" else x
     if isinstance(default, str):
         value = "" if value is None else str(value)
@@ -143,6 +157,15 @@ def _check(key, value, where):
         return check_section(key, value, where)
     if not isinstance(value, dict):
         raise ConfigError(f"{where}: {key} must be a mapping, got {value!r}")
+    if key == "command_interfaces":
+        out = {}
+        for joint, kinds in value.items():
+            kinds = [kinds] if isinstance(kinds, str) else kinds
+            if not (isinstance(kinds, list) and kinds and all(k in COMMAND_INTERFACES for k in kinds)):
+                raise ConfigError(f"{where}: command_interfaces.{joint} must be a list of "
+                                  f"{', '.join(COMMAND_INTERFACES)}, got {value[joint]!r}")
+            out[str(joint)] = list(kinds)
+        return out
     if key == "pd_gains":
         gains = dict(default)
         for joint, kpkd in value.items():

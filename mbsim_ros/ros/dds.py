@@ -252,7 +252,7 @@ class DdsTransport(Transport):
     # -- subscribing -------------------------------------------------------------------------
     def _subscribe(self, sub: Subscription):
         reader = DataReader(self._dp, self._topic(sub.topic, sub.typename),
-                            qos=to_dds_qos(sub.qos, writer=False))
+                            qos=to_dds_qos(sub.qos, TYPESTORE.hash_rihs01(sub.typename), writer=False))
         cond = ReadCondition(reader, _ANY)
         with self._lock:
             if self._thread is None:

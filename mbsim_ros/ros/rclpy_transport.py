@@ -7,12 +7,7 @@ import threading
 
 from .qos import to_rclpy_qos
 from .transport import Publisher, Subscription, Transport
-
-
-def message_class(typename: str):
-    """The rosidl Python class of "pkg/msg/Name" (rclpy needs it to create endpoints)."""
-    from rosidl_runtime_py.utilities import get_message
-    return get_message(typename)
+from .transport_choice import message_class, rclpy_missing
 
 
 class RclpyTransport(Transport):
@@ -23,13 +18,11 @@ class RclpyTransport(Transport):
     receives = True
 
     def __init__(self, node=None, node_name: str = "mbsim"):
-        try:
-            import rclpy
-            import rosidl_runtime_py.utilities  # noqa: F401 (message_class needs it: fail here, not at the first topic)
-            from rclpy.executors import SingleThreadedExecutor
-        except ImportError as e:
-            raise ImportError(f"the rclpy transport needs rclpy and rosidl_runtime_py ({e}): source a ROS 2 installation "
-                              "(e.g. /opt/ros/jazzy/setup.bash) or use the DDS transport") from e
+        why = rclpy_missing()      # rclpy and every message package: fail here, not at the first topic
+        if why:
+            raise ImportError(f"the rclpy transport: {why}")
+        import rclpy
+        from rclpy.executors import SingleThreadedExecutor
 
         super().__init__()
         self._rclpy, self._executor, self._thread, self._own_context = rclpy, None, None, False

@@ -2,12 +2,16 @@
 Runner. Shared by `mbsim run` and the rclpy sim_node, so both behave the same."""
 from __future__ import annotations
 
+import math
+import sys
 import threading
 import time
 
 from ..model import ConfigError, ModelError
 from .bridge import Bridge
-from .runner import AsyncPublisher, Runner
+from .runner import AsyncPublisher, Runner, apply_os_scheduling
+
+SWITCH_INTERVAL = 2e-4     # s, Python's thread switch interval during paced runs
 
 
 def simulation(models, config, log=None):
@@ -41,22 +45,44 @@ class Session:
 
     Publishing: paced runs hand messages to an AsyncPublisher thread (the physics never waits on
     a transport; a full queue drops the oldest step's messages and counts them); runs at rtf 0
-    publish inline, so a bag recorded as fast as possible loses nothing."""
+    publish inline, so a bag recorded as fast as possible loses nothing.
+    Paced runs also render cameras and range sensors on their own thread (Simulation.
+    render_in_thread: a frame never delays a step) and shorten Python's thread switch interval
+    to SWITCH_INTERVAL, so that the physics thread gets the interpreter back within that time
+    when the publisher or render thread holds it (the default 5 ms is five steps at 1 kHz)."""
 
-    def __init__(self, sim, transport, config, log=None, progress=None, queue=256):
+    def __init__(self, sim, transport, config, log=None, progress=None, queue=256, jitter_window=4096):
         self.sim = sim
         self.transport = transport
         self.config = config
         rtf = config["real_time_factor"]
         self.publisher = AsyncPublisher(max_queue=queue) if rtf > 0 else None
-        self.runner = Runner(sim, rtf=rtf, policy=config["catch_up"], progress=progress)
+        self._switch_interval = None
+        self.runner = Runner(sim, rtf=rtf, policy=config["catch_up"], progress=progress,
+                             realtime_priority=config.get("realtime_priority", 0), cpu=config.get("cpu"),
+                             jitter_window=jitter_window)
         self.bridge = Bridge(sim, transport, config, publish=self.publisher.submit if self.publisher else None,
                              submit=self.runner.submit, log=log)
-        self.bridge.runner_stats = self.runner.stats
+        self.bridge.runner_stats = self.stats
         if self.bridge.hil is not None:     # devices' arrival stamps: the runner's wall -> simulation clock
             self.bridge.hil.clock.schedule = self.runner.sim_time
         self.runner.on_step = self.bridge.on_step
+        # after the Bridge, which may refuse the configuration (then nothing is left running)
+        if rtf > 0:
+            sim.render_in_thread(True)
+            self._switch_interval = sys.getswitchinterval()
+            sys.setswitchinterval(min(SWITCH_INTERVAL, self._switch_interval))
+            priority = config.get("realtime_priority", 0)
+            if priority:
+                # the physics thread waits for the GIL whenever these hold it: under ordinary
+                # scheduling on a busy machine they would keep it while descheduled (priority
+                # inversion), so they run real-time too, one level below the physics
+                worker = sim.optical_worker
+                for tid in (self.publisher.native_id, worker.native_id):
+                    apply_os_scheduling(max(1, priority - 1), thread=tid)
         self.bridge.start()
+        if self.publisher is not None:      # the first messages (templates built, the TF kernel
+            self.publisher.flush()          # loaded) before the clock starts, not during the run
 
     # -- the world's models, between steps ----------------------------------------------------
     def spawn(self, model, name=None, pose=None) -> str:
@@ -130,9 +156,40 @@ class Session:
 
     def reset(self):
         """Back to t = 0 between steps (Runner.reset), with the configuration's actuator switch
-        again (sim.reset turns the actuators on)."""
+        again (sim.reset turns the actuators on) and the bridge's rates counting from 0 (every
+        topic flows again from the first step)."""
         self.runner.reset()
-        self.runner.submit(lambda: setattr(self.sim, "actuators_enabled", self.config["actuators_enabled"]))
+
+        def after():
+            self.sim.actuators_enabled = self.config["actuators_enabled"]
+            self.bridge.reset()
+        self.runner.submit(after)
+
+    def set_rate(self, key, hz):
+        """One of the bridge's RATES (joint_state_rate, tf_rate, clock_rate, diagnostics_rate)
+        from the next step on; ValueError for a bad key or value."""
+        from .bridge import RATES
+        if key not in RATES or not (math.isfinite(float(hz)) and float(hz) > 0):
+            raise ValueError(f"{key} = {hz}: expected one of {', '.join(RATES)} with a rate in Hz > 0")
+        self.runner.submit(lambda: self.bridge.set_rate(key, hz))
+
+    def set_real_time_factor(self, rtf):
+        """The runner's real-time factor (0: as fast as possible) from the next step on."""
+        self.runner.set_pacing(rtf=rtf)
+        self.config["real_time_factor"] = float(rtf)
+
+    def set_catch_up(self, policy):
+        """The runner's catch-up policy (compensatory | conservative) from the next step on."""
+        self.runner.set_pacing(policy=policy)
+        self.config["catch_up"] = policy
+
+    def set_hold(self, stiffness):
+        """The stiffness of the springs holding the initial pose (world.set_hold) from the next
+        step on; ValueError where the world was loaded without them."""
+        from .world import set_hold
+        set_hold(self.sim, stiffness, check_only=True)
+        self.runner.submit(lambda: set_hold(self.sim, stiffness))
+        self.config["hold"] = float(stiffness)
 
     def pause_at(self, t_end):
         """Pause the runner when the simulation reaches t_end (the step nearest it), each time it
@@ -153,6 +210,11 @@ class Session:
         if self.publisher is not None:
             self.publisher.close()
         self.transport.close()
+        if hasattr(self.sim, "render_in_thread"):
+            self.sim.render_in_thread(False)
+        if self._switch_interval is not None:
+            sys.setswitchinterval(self._switch_interval)
+            self._switch_interval = None
 
     def set_source(self, sensor: str, source: str) -> str:
         """Put sensor's real device ("real") or the simulation ("sim") on its topic (a sensor
@@ -161,6 +223,10 @@ class Session:
         if self.bridge.hil is None:
             raise ValueError("set_source: the configuration has no devices: section")
         return self.bridge.hil.set_source(sensor, source)
+
+    def stats(self):
+        """The runner's statistics and the steps of messages the publisher dropped (behind)."""
+        return dict(self.runner.stats(), messages_dropped=self.dropped())
 
     def dropped(self):
         return self.publisher.dropped if self.publisher is not None else 0

@@ -195,9 +195,39 @@ def hold_initial_pose(models, stiffness):
     damper (critically damped for a unit inertia): a stand-in for a controller, stable at any dt."""
     import numpy as np
     for model in models:
+        model.held_joints = {}        # joint name -> its own damping (set_hold changes the springs later)
         for joint in model.joints:
             if joint.type not in ("fixed", "ball", "free"):
+                model.held_joints[joint.name] = (np.zeros(joint.nv) if joint.damping is None
+                                                 else np.array(joint.damping, dtype=float))
                 joint.stiffness = np.full(joint.nv, stiffness)
                 joint.damping = np.maximum(joint.damping, 2.0 * np.sqrt(stiffness))
                 joint.rest_position = np.array(joint.q0, dtype=float)
         model.finalize()
+
+
+def set_hold(sim, stiffness, check_only=False):
+    """Change the springs hold_initial_pose put on sim's models (stiffness, and the critical
+    damping with it; 0 lets the joints go) in the compiled arrays the step reads; call it between
+    steps. ValueError for a stiffness < 0 or a world loaded without them (hold 0, or only models
+    with actuators or motors). check_only: only those checks."""
+    import math
+    stiffness = float(stiffness)
+    if not (math.isfinite(stiffness) and stiffness >= 0):
+        raise ValueError(f"hold must be a stiffness >= 0 (0: off), got {stiffness}")
+    if not any(getattr(m, "held_joints", None) for m in sim.models):
+        raise ValueError("hold: this world was loaded without holding springs (hold 0 at the start, "
+                         "or its models have actuators or motors of their own); restart with hold > 0")
+    if check_only:
+        return
+    tree = sim.compiled.tree
+    v_off = 0
+    for model in sim.models:
+        held = getattr(model, "held_joints", None) or {}
+        for joint in model.joints:
+            if joint.name in held:
+                for k in range(joint.nv):
+                    j = v_off + joint.v_index + k
+                    tree.stiffness[j] = stiffness
+                    tree.damping[j] = max(held[joint.name][k], 2.0 * math.sqrt(stiffness))
+        v_off += model.nv

@@ -28,6 +28,7 @@ class Simulation(dynamics.Simulation):
                  contact=None, max_contacts: int = 64, seed: int = 0, sensors=None, poses=None,
                  names=None, **solver_options):
         self.devices = {}
+        self._optical = None             # OpticalWorker while rendering on a thread
         super().__init__(models, dt, integrator, contact, max_contacts, poses, names, **solver_options)
         self.seed = int(seed)
         config, unknown = {}, []
@@ -62,6 +63,10 @@ class Simulation(dynamics.Simulation):
     def _setup_sensing(self):
         self._setup_kinematic()
         self._scene = None
+        if self._optical is not None:    # a new world: the worker draws it from the next sample on
+            from ..render import Scene
+            self._optical.flush()
+            self._optical.scene = Scene(self.models, self.compiled.link_names)
         self._sense_df, self._sense_data = self.compiled.new_data()
         self._pose_df, self._pose_data = self.compiled.new_data()
 
@@ -142,6 +147,8 @@ class Simulation(dynamics.Simulation):
     def reset(self):
         """As dynamics.Simulation.reset, and every device back to t = 0."""
         super().reset()
+        if getattr(self, "_optical", None) is not None:
+            self._optical.flush()        # no frame of the old run may land after the reset
         for d in getattr(self, "devices", {}).values():
             d.reset()
 
@@ -209,27 +216,35 @@ class Simulation(dynamics.Simulation):
         self._scene.set_link_poses(d.link_R, d.link_p)
         return self._scene
 
+    def render_in_thread(self, on: bool = True):
+        """Render cameras and range sensors on a worker thread from snapshots of the link poses
+        (sensors/optical.py: the step never waits for a frame; a frame appears when done, a
+        sample due while the device's previous one renders is skipped and counted), or inline
+        again (on=False, after the queued frames are done)."""
+        from .optical import OpticalWorker
+        if on and self._optical is None:
+            from ..render import Scene
+            self._optical = OpticalWorker(Scene(self.models, self.compiled.link_names))
+        elif not on and self._optical is not None:
+            self._optical.close()
+            self._optical = None
+
+    @property
+    def optical_worker(self):
+        """The OpticalWorker while rendering on a thread, else None."""
+        return self._optical
+
     def _sense_optical(self, devices, stamp):
-        from ..render import cast_rays, render
+        from .optical import sense_optical
+        if self._optical is not None:
+            R, p = self.link_poses()
+            for dev in devices:
+                if not self._optical.submit(dev, stamp, R, p):
+                    dev.skip(stamp)      # the schedule moves on all the same
+            return
         scene = self.scene                       # posed once at the current state
         for dev in devices:
-            T = scene.link_transform(dev.link) @ np.asarray(dev.sensor.pose, float)
-            if dev.kind == "range":
-                n = len(dev.angles)
-                origins = np.broadcast_to(T[:3, 3], (n, 3)).copy()
-                dirs = dev.directions @ T[:3, :3].T
-                out = np.empty(n)
-                cast_rays(scene, origins, dirs, dev.range_max, out)
-                dev.push(dev.finish_range(stamp, out))
-            else:
-                color = depth = None
-                if dev.color:
-                    color = np.empty((dev.height, dev.width) if dev.mono else (dev.height, dev.width, 3), np.uint8)
-                if dev.depth:
-                    depth = np.empty((dev.height, dev.width), np.float32)
-                render(scene, T, dev.width, dev.height, dev.fov, dev.near, dev.far, color=color, depth=depth,
-                       mono=dev.mono)
-                dev.push(dev.finish_camera(stamp, color, depth))
+            dev.push(sense_optical(scene, dev, stamp))
 
     # -- readings ---------------------------------------------------------------------------
     def readings(self):

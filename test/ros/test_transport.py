@@ -3,8 +3,8 @@ import pytest
 
 from mbsim_ros.ros import messages as m
 from mbsim_ros.ros import qos
-from mbsim_ros.ros.transport import (FanoutTransport, NullTransport, check_topic, rclpy_available,
-                                     transport_for)
+from mbsim_ros.ros.transport import FanoutTransport, NullTransport, check_topic
+from mbsim_ros.ros.transport_choice import rclpy_missing, transport_for
 
 
 @pytest.mark.parametrize("name", ["/imu", "/sr1/imu", "/a_b/c9/_d", "/robot_description"])
@@ -92,22 +92,9 @@ def test_transport_for():
         assert t.kind == "dds" and t.domain_id == 201 and t.discovery_range == "OFF"
     finally:
         t.close()
-    if not rclpy_available():
+    if rclpy_missing() is not None:
         t = transport_for("auto", domain_id=202, env={"ROS_AUTOMATIC_DISCOVERY_RANGE": "OFF"})
         try:
             assert t.kind == "dds"
         finally:
             t.close()
-
-
-def test_rclpy_without_rosidl_runtime_py_is_not_available(monkeypatch):
-    """A bare rclpy (a wheel without the rest of ROS 2) cannot make message classes: auto must
-    not pick it (mbsim run ended with `No module named 'rosidl_runtime_py'` at the first topic)."""
-    import sys
-    monkeypatch.setitem(sys.modules, "rosidl_runtime_py", None)          # import fails
-    monkeypatch.setitem(sys.modules, "rosidl_runtime_py.utilities", None)
-    assert not rclpy_available()
-    pytest.importorskip("rclpy")
-    from mbsim_ros.ros.rclpy_transport import RclpyTransport
-    with pytest.raises(ImportError, match="needs rclpy and rosidl_runtime_py"):
-        RclpyTransport()
