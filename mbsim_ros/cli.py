@@ -6,6 +6,7 @@
     mbsim convert MODEL -o robot.urdf                 URDF for robot_description / RViz, meshes beside it
     mbsim render [MODEL ...] -o view.png              a picture of the world or of a camera's view
     mbsim plot BAG -o plot.png [--joints NAMES]       recorded IMU, wrench and joint traces
+    mbsim batch SPEC [-o DIR] [--compare BASELINE]    many scenarios headless on Dask -> Parquet
 
 Models: .wrl (OpenHRP), .urdf, .osim (OpenSim, y up: --z-up stands it in the z-up world), .yaml
 (Chrono).
@@ -453,7 +454,17 @@ def build_parser():
     plot.add_argument("--joints", metavar="NAMES", help="the joints to plot, comma-separated names or "
                       "patterns (e.g. 'LLEG_*,RLEG_KNEE'); default: all, with a legend up to 12")
     plot.set_defaults(func=cmd_plot)
+    batch = sub.add_parser("batch", help="run a batch of scenarios headless (sweeps, Monte Carlo, regression "
+                                         "checks) on a local or an existing Dask cluster")
+    from .batch.command import add_arguments as batch_arguments
+    batch_arguments(batch)
+    batch.set_defaults(func=cmd_batch)
     return p
+
+
+def cmd_batch(args):
+    from .batch.command import main as batch_main
+    return batch_main(args)
 
 
 def main(argv=None):
