@@ -180,8 +180,18 @@ class Probe:
             future = client.call_async(request)
             self.wait(f"the answer of {name}", future.done, timeout)
             return future.result()
+        except AssertionError as e:
+            raise AssertionError(f"{e}{self.node_report()}") from None
         finally:
             self.node.destroy_client(client)
+
+    def node_report(self):
+        """Whether the sim_node under test (`watch`ed) still runs, and the end of its output."""
+        if getattr(self, "watched", None) is None:
+            return ""
+        proc, out = self.watched
+        state = "running" if proc.poll() is None else f"exited with {proc.returncode}"
+        return f"; sim_node {state}, its output ends:\n{out.text[-3000:]}"
 
     def close(self):
         self.executor.shutdown()
