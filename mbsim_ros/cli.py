@@ -57,7 +57,7 @@ def cmd_run(args):
                      contact=args.contact, hold=args.hold, real_time_factor=args.rtf, seed=args.seed,
                      namespace=args.namespace, floating_base=True if args.floating_base else None,
                      on_ground=True if args.on_ground else None, ground=False if args.no_ground else None,
-                     z_up=True if args.z_up else None,
+                     z_up=True if args.z_up else None, massless_armature=args.massless_armature,
                      realtime_priority=args.realtime_priority, cpu=args.cpu)
     config = load_config(args.config, overrides)
     if args.bag and os.path.exists(args.bag):
@@ -407,6 +407,9 @@ def build_parser():
                      help="hold joints at their initial angles with springs of stiffness K "
                           "(N m/rad or N/m; default 2000; 0 = limp)")
     run.add_argument("--floating-base", action="store_true", help="URDF: free joint above the root link")
+    run.add_argument("--massless-armature", type=float, metavar="X",
+                     help="kg m^2 (kg for sliders): give joints that move only massless links this armature "
+                          "(MuJoCo's); without it such a model is refused, naming the joints")
     run.add_argument("--realtime-priority", type=int, metavar="N",
                      help="run the physics thread under SCHED_FIFO at priority N (1-99) when permitted "
                           "(CAP_SYS_NICE or an rtprio limit); otherwise a note says why and the run goes on")

@@ -55,6 +55,8 @@ PARAMETERS = {
     "tf_rate": (100.0, (0.001, 1e6), True, "/tf rate in Hz of simulated time (at most the physics rate)"),
     "clock_rate": (1000.0, (0.001, 1e6), True, "/clock rate in Hz of simulated time (at most the physics rate)"),
     "diagnostics_rate": (1.0, (0.001, 1e6), True, "/diagnostics rate in Hz of simulated time"),
+    "massless_armature": (0.0, (0.0, 1e6), False, "kg m^2 (kg for sliders) given to joints that move only "
+                                                   "massless links (MuJoCo's armature); 0: such a model is refused"),
     "hold": (2000.0, (0.0, 1e9), True, "stiffness of the springs holding the joints at their initial pose "
                                        "(0: off; changeable at run time where the world started with hold > 0)"),
     "z_up": (False, None, False, "true: OpenSim models (y up) turned to stand in the z-up world"),
