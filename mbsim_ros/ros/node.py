@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import math
 import os
-import signal
 import sys
 import threading
 
@@ -425,12 +424,9 @@ def main(args=None):
     # our own SIGINT/SIGTERM handlers, first: rclpy's would invalidate the context under the
     # running publisher (and raise ExternalShutdownException out of spin); ours let the loop below
     # end, and a signal while the world loads ends the node once it has loaded
+    from .stop_signals import catch_stop_signals, signal_name
     stop = []
-
-    def on_signal(signum, frame):
-        stop.append(signum)
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
+    catch_stop_signals(stop.append)
 
     import rclpy
     from rcl_interfaces.msg import SetParametersResult
@@ -506,7 +502,7 @@ def main(args=None):
         node.destroy_node()
         rclpy.try_shutdown()
     if stop:
-        why = "set_simulation_state (quitting)" if stop[0] == "quit" else signal.Signals(stop[0]).name
+        why = "set_simulation_state (quitting)" if stop[0] == "quit" else signal_name(stop[0])
         print(f"mbsim sim_node: stopped by {why}", file=sys.stderr)
     return status
 
