@@ -4,7 +4,6 @@ naming the joints and how to opt in; with it the model runs, the armature on exa
 joints (test/dynamics/test_massless.py checks the dynamics of the armature itself)."""
 from pathlib import Path
 
-
 from mbsim_ros.cli import main
 from mbsim_ros.ros.config import DEFAULTS, load_config
 from mbsim_ros.ros.node import PARAMETER_DEFAULTS, PARAMETERS, config_from_parameters
