@@ -11,7 +11,8 @@
 Models: .wrl (OpenHRP), .urdf, .osim (OpenSim, y up: --z-up stands it in the z-up world), .yaml
 (Chrono).
 
-Bad input ends with one line on stderr and exit status 2.
+Bad input ends with one line on stderr and exit status 2. SIGINT or SIGTERM ends `mbsim run` at
+the next step with the bag closed and complete, the summary, and exit status 0.
 """
 import argparse
 import os
@@ -49,6 +50,7 @@ def cmd_run(args):
     from .ros.bag import BagTransport
     from .ros.config import load_config
     from .ros.session import Session, simulation
+    from .ros.stop_signals import catch_stop_signals, signal_name
     from .ros.world import load_world
     from .ros.transport import FanoutTransport
     from .ros.transport_choice import transport_for
@@ -57,7 +59,7 @@ def cmd_run(args):
                      contact=args.contact, hold=args.hold, real_time_factor=args.rtf, seed=args.seed,
                      namespace=args.namespace, floating_base=True if args.floating_base else None,
                      on_ground=True if args.on_ground else None, ground=False if args.no_ground else None,
-                     z_up=True if args.z_up else None,
+                     z_up=True if args.z_up else None, massless_armature=args.massless_armature,
                      realtime_priority=args.realtime_priority, cpu=args.cpu)
     config = load_config(args.config, overrides)
     if args.bag and os.path.exists(args.bag):
@@ -109,12 +111,19 @@ def cmd_run(args):
     session.runner.progress = progress
     hil = session.bridge.hil
     hil_status = []
+    # SIGINT / SIGTERM: the run ends at the next step, then all below as at its end (the bag
+    # closed and complete, the summary, status 0), as the sim_node does
+    stopped = []
+    restore_signals = catch_stop_signals(lambda signum: (stopped.append(signum), session.runner.stop()))
     try:
         stats = session.run(duration)
         hil_status = hil.statuses() if hil is not None else []     # as the run ended, before the ports close
     finally:
         bar.close()
         session.close()
+        restore_signals()
+    if stopped:
+        print(f"stopped by {signal_name(stopped[0])} at t = {sim.t:.3f} s", file=sys.stderr)
     print(f"steps: {stats['steps']}  simulated: {stats['sim_time']:.3f} s  wall: {stats['wall_time']:.3f} s  "
           f"real-time factor: {stats['rtf']:.2f}  overruns: {stats['overruns']}  lateness mean/p50/p99/max: "
           f"{stats['lateness_mean_ms']:.3f}/{stats['lateness_p50_ms']:.3f}/{stats['lateness_p99_ms']:.3f}/"
@@ -407,6 +416,9 @@ def build_parser():
                      help="hold joints at their initial angles with springs of stiffness K "
                           "(N m/rad or N/m; default 2000; 0 = limp)")
     run.add_argument("--floating-base", action="store_true", help="URDF: free joint above the root link")
+    run.add_argument("--massless-armature", type=float, metavar="X",
+                     help="kg m^2 (kg for sliders): give joints that move only massless links this armature "
+                          "(MuJoCo's); without it such a model is refused, naming the joints")
     run.add_argument("--realtime-priority", type=int, metavar="N",
                      help="run the physics thread under SCHED_FIFO at priority N (1-99) when permitted "
                           "(CAP_SYS_NICE or an rtprio limit); otherwise a note says why and the run goes on")

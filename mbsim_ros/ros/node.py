@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import math
 import os
-import signal
 import sys
 import threading
 
@@ -55,6 +54,8 @@ PARAMETERS = {
     "tf_rate": (100.0, (0.001, 1e6), True, "/tf rate in Hz of simulated time (at most the physics rate)"),
     "clock_rate": (1000.0, (0.001, 1e6), True, "/clock rate in Hz of simulated time (at most the physics rate)"),
     "diagnostics_rate": (1.0, (0.001, 1e6), True, "/diagnostics rate in Hz of simulated time"),
+    "massless_armature": (0.0, (0.0, 1e6), False, "kg m^2 (kg for sliders) given to joints that move only "
+                                                   "massless links (MuJoCo's armature); 0: such a model is refused"),
     "hold": (2000.0, (0.0, 1e9), True, "stiffness of the springs holding the joints at their initial pose "
                                        "(0: off; changeable at run time where the world started with hold > 0)"),
     "z_up": (False, None, False, "true: OpenSim models (y up) turned to stand in the z-up world"),
@@ -423,12 +424,9 @@ def main(args=None):
     # our own SIGINT/SIGTERM handlers, first: rclpy's would invalidate the context under the
     # running publisher (and raise ExternalShutdownException out of spin); ours let the loop below
     # end, and a signal while the world loads ends the node once it has loaded
+    from .stop_signals import catch_stop_signals, signal_name
     stop = []
-
-    def on_signal(signum, frame):
-        stop.append(signum)
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
+    catch_stop_signals(stop.append)
 
     import rclpy
     from rcl_interfaces.msg import SetParametersResult
@@ -504,7 +502,7 @@ def main(args=None):
         node.destroy_node()
         rclpy.try_shutdown()
     if stop:
-        why = "set_simulation_state (quitting)" if stop[0] == "quit" else signal.Signals(stop[0]).name
+        why = "set_simulation_state (quitting)" if stop[0] == "quit" else signal_name(stop[0])
         print(f"mbsim sim_node: stopped by {why}", file=sys.stderr)
     return status
 
