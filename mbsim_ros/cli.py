@@ -6,6 +6,7 @@
     mbsim convert MODEL -o robot.urdf                 URDF for robot_description / RViz
     mbsim render [MODEL ...] -o view.png              a picture of the world or of a camera's view
     mbsim plot BAG -o plot.png                        recorded IMU, wrench and joint traces
+    mbsim warmup                                      compile every numba kernel ahead of time
 
 Bad input ends with one line on stderr and exit status 2.
 """
@@ -14,6 +15,7 @@ import os
 import sys
 import time
 
+from ._kernel_cache import CompileReport, cache_root, compile_report
 from .model import ConfigError, ModelError, SimulationError
 from .ros.world import DEFAULT_WORLD, hold_initial_pose  # noqa: F401 (the bundled world, used by tests and bench)
 from .ros.world import load_models as _load
@@ -40,7 +42,8 @@ def cmd_run(args):
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     t0 = time.perf_counter()
-    sim = simulation(models, config)
+    with compile_report(CompileBar(args.quiet)):
+        sim = simulation(models, config)
     prepare = time.perf_counter() - t0
     transports = []
     if args.transport != "none":
@@ -110,6 +113,44 @@ def cmd_run(args):
             print(f"  {name[7:]}: {message}; {detail}; {faults}")
     if args.bag:
         print(f"wrote bag {args.bag}")
+    return 0
+
+
+class CompileBar(CompileReport):
+    """The first run's compilation on the terminal: a line at once, then a bar over the kernels."""
+
+    def __init__(self, quiet=False):
+        super().__init__()
+        self.quiet = quiet
+        self.bar = None
+
+    def started(self):
+        print("compiling the numba kernels (first run of this installation only: later runs load them "
+              "from the cache; `mbsim warmup` compiles them ahead of time)", file=sys.stderr, flush=True)
+
+    def progress(self):
+        if self.quiet or not self.kernels:
+            return
+        if self.bar is None:
+            from tqdm import tqdm
+            self.bar = tqdm(total=self.kernels, unit="kernel", desc="compiling", mininterval=0.2)
+        self.bar.total = self.kernels
+        self.bar.n = self.ready
+        self.bar.set_postfix_str(f"{self.kernel}: {self.function}"[:60])
+
+    def finished(self):
+        if self.bar is not None:
+            self.bar.close()
+        print(f"compiled {self.functions} functions in {self.cpu:.0f} CPU s, cached in {cache_root()}",
+              file=sys.stderr, flush=True)
+
+
+def cmd_warmup(args):
+    from .warmup import warm_up_everything
+    with compile_report(CompileBar(args.quiet)) as report:
+        warm_up_everything()
+    print(f"every kernel is ready in {cache_root()}"
+          + (f" ({report.functions} functions compiled)" if report.compiling else " (all were cached already)"))
     return 0
 
 
@@ -283,6 +324,10 @@ def build_parser():
     plot.add_argument("bag", help="a rosbag2 directory written by mbsim run --bag")
     plot.add_argument("-o", "--output", required=True, help="the PNG to write")
     plot.set_defaults(func=cmd_plot)
+    warm = sub.add_parser("warmup", help="compile every numba kernel now, into this installation's cache "
+                          "(an install step, a container build, CI), so that no run compiles")
+    warm.add_argument("--quiet", action="store_true", help="no progress bar")
+    warm.set_defaults(func=cmd_warmup)
     return p
 
 

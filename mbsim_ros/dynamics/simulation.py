@@ -4,6 +4,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._kernel_cache import warm_up
 from ..model import Model, SimulationError
 from . import kernels
 from .api import transforms_dict
@@ -75,6 +76,8 @@ class Simulation:
         self.geoms = compile_geoms(self.models, self.compiled)
         self._cf, self._ci, self._contacts = self.geoms.new_workspace()
         self.forces = ForceSet(self.compiled)
+        # the kernels' ef: None compiles them without force elements when the world has none
+        self._ef = self.forces.ef if self.forces.n else None
         self.constraints = ConstraintSet(self.compiled, self.geoms, int(max_contacts), self.forces)
         if integrator == "rk4":
             self._check_smooth()
@@ -84,7 +87,22 @@ class Simulation:
         self._failures_reported = 0
         self._af_df, _ = self.compiled.new_data()
         self.reset()
-        self.step(0)   # compiles (or loads from the numba cache) now, not at the first real step
+        self._warm = False
+        if type(self) is Simulation:    # a subclass warms up once its own parts exist
+            self.warm_up()
+
+    def warm_up(self):
+        """Compile every kernel this world steps with (or load them from the numba cache), once:
+        the constructor calls it, so that no compilation happens later inside a loop that keeps
+        time. Says so (_kernel_cache.CompileReport) when anything compiles."""
+        if not self._warm:
+            warm_up(self._warm_up_jobs())
+            self._warm = True
+
+    def _warm_up_jobs(self):
+        """[(name, first call)] of this world's kernels (subclasses add theirs)."""
+        return [(f"{self.integrator} step", lambda: self.step(0)),
+                ("link poses", self.link_transforms)]
 
     def _check_smooth(self):
         """RK4 has no constraint solver: say what in the world needs one."""
@@ -217,7 +235,7 @@ class Simulation:
         c, k = self.compiled, self.constraints
         f = self.forces
         done, bad = self._step_kernel(c.tf, c.ti, self._df, self.geoms.gf, self.geoms.gi, self._cf,
-                                      self._ci, k.rf, k.ri, k.sf, k.si, k.lf, k.li, f.ef, f.ei, k.sizes,
+                                      self._ci, k.rf, k.ri, k.sf, k.si, k.lf, k.li, self._ef, f.ei, k.sizes,
                                       self._options, self._q, self._v, self._tau, self._steps * self.dt,
                                       self.dt, int(n))
         self._steps += done

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import sys
 
+from .._kernel_cache import CompileReport, compile_report
 from ..model import ConfigError, ModelError
 from .config import DEFAULTS, load_config
 
@@ -47,6 +48,27 @@ def set_source_service(session, sensor: str):
     return callback
 
 
+class CompileLog(CompileReport):
+    """The first start's compilation in the node's log: at once, then as each kernel is ready."""
+
+    def __init__(self, log):
+        super().__init__()
+        self.log = log
+        self._told = 0
+
+    def started(self):
+        self.log.info("compiling the numba kernels (first start of this installation only: later starts "
+                      "load them from the cache; `mbsim warmup` compiles them ahead of time)")
+
+    def progress(self):
+        if self.ready > self._told:
+            self._told = self.ready
+            self.log.info(f"compiled {self.ready}/{self.kernels} kernels ({self.cpu:.0f} CPU s)")
+
+    def finished(self):
+        self.log.info(f"compiled {self.functions} functions in {self.cpu:.0f} CPU s")
+
+
 def main(args=None):
     import rclpy
     from rclpy.node import Node
@@ -67,7 +89,8 @@ def main(args=None):
         models, notes = load_world(config)
         for note in notes:
             log.warning(note)
-        sim = simulation(models, config)
+        with compile_report(CompileLog(log)):
+            sim = simulation(models, config)
     except (ConfigError, ModelError, OSError) as e:
         log.error(str(e))
         node.destroy_node()
