@@ -79,6 +79,7 @@ class Simulation:
         # the kernels' ef: None compiles them without force elements when the world has none
         self._ef = self.forces.ef if self.forces.n else None
         self.constraints = ConstraintSet(self.compiled, self.geoms, int(max_contacts), self.forces)
+        self._loops = True if self.constraints.nloop else None    # None: compiled without loop rows
         if integrator == "rk4":
             self._check_smooth()
         self._q = np.zeros(self.compiled.nq)
@@ -237,7 +238,7 @@ class Simulation:
         done, bad = self._step_kernel(c.tf, c.ti, self._df, self.geoms.gf, self.geoms.gi, self._cf,
                                       self._ci, k.rf, k.ri, k.sf, k.si, k.lf, k.li, self._ef, f.ei, k.sizes,
                                       self._options, self._q, self._v, self._tau, self._steps * self.dt,
-                                      self.dt, int(n))
+                                      self.dt, int(n), self._loops)
         self._steps += done
         if bad >= 0:
             joint = self.compiled.joint_of_v[bad]

@@ -91,9 +91,10 @@ def _contacts_and_applied(t, d, g, c, s, r, opt, fe, q, v, tau, time):
 
 
 @kernel
-def _step_semi_implicit_euler(t, d, g, c, r, s, opt, fe, q, v, tau, t0, dt, nsteps, lf, li, nloop, maxc):
+def _step_semi_implicit_euler(t, d, g, c, r, s, opt, fe, q, v, tau, t0, dt, nsteps, lf, li, nloop, maxc, loops):
     """Returns (steps done, first non-finite DOF or -1); on a blow-up the state before the
-    failing step is restored."""
+    failing step is restored. loops None: the world has no loop closures, and the kernel
+    compiles without their rows (numba prunes the branch)."""
     nv = v.shape[0]
     for step in range(nsteps):
         time = t0 + step * dt
@@ -115,8 +116,9 @@ def _step_semi_implicit_euler(t, d, g, c, r, s, opt, fe, q, v, tau, t0, dt, nste
             if fe.flags[H_NSTOP] > 0:
                 m = stop_rows(t, d, s, fe, v, m, opt.joint_erp, dt)
         loop0 = m        # loop and drive rows: always present, warm-started from the last step
-        for k in range(nloop):
-            m = _loop_rows(t, d, r, s, k, m, s.scratch, opt.joint_erp, dt)
+        if loops is not None:
+            for k in range(nloop):
+                m = _loop_rows(t, d, r, s, k, m, s.scratch, opt.joint_erp, dt)
         if fe is not None:
             if fe.flags[H_NDRIVE] > 0:
                 m = drive_rows(t, d, s, fe, q, v, m, time, opt.joint_erp, dt)
@@ -207,14 +209,16 @@ def _carve_world(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, ef, ei, sizes, optf
 # ------------------------------------------------------------ entry points from Python ---
 @kernel
 def step_semi_implicit_euler(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, lf, li, ef, ei, sizes, optf,
-                             q, v, tau, t0, dt, nsteps):
+                             q, v, tau, t0, dt, nsteps, loops):
     t, d, g, c, r, s, opt, fe = _carve_world(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, ef, ei, sizes, optf)
     return _step_semi_implicit_euler(t, d, g, c, r, s, opt, fe, q, v, tau, t0, dt, nsteps, lf, li,
-                                     sizes[1], sizes[5])
+                                     sizes[1], sizes[5], loops)
 
 
 @kernel
-def step_rk4(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, lf, li, ef, ei, sizes, optf, q, v, tau, t0, dt, nsteps):
+def step_rk4(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, lf, li, ef, ei, sizes, optf, q, v, tau, t0, dt, nsteps,
+             loops):
+    # loops: as step_semi_implicit_euler's (RK4 takes no loop closures)
     t, d, g, c, r, s, opt, fe = _carve_world(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, ef, ei, sizes, optf)
     return _step_rk4(t, d, g, c, r, s, opt, fe, q, v, tau, t0, dt, nsteps)
 
