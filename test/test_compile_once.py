@@ -188,3 +188,45 @@ def test_the_runner_warms_up_before_its_clock_starts():
     assert runner._t_start >= sim.warm_end
     assert stats["wall_time"] <= time.perf_counter() - sim.warm_end
     assert np.isclose(stats["sim_time"], 0.01)
+
+
+def test_the_node_logs_compilation_at_once_and_nothing_when_everything_is_compiled():
+    from numba import njit
+
+    from mbsim_ros._kernel_cache import compile_report, warm_up
+    from mbsim_ros.ros.node import CompileLog
+    lines = []
+
+    class Log:
+        info = lines.append
+
+    @njit
+    def kernel(x):
+        return x + 1
+
+    with compile_report(CompileLog(Log())):
+        warm_up([("kernel", lambda: kernel(1))])
+    assert lines[0].startswith("compiling the numba kernels (first start"), lines
+    assert lines[1].startswith("compiled 1/1 kernels")
+    assert lines[-1].startswith("compiled 1 functions in")
+    lines.clear()
+    with compile_report(CompileLog(Log())):
+        warm_up([("kernel", lambda: kernel(2))])       # compiled already: nothing to say
+    assert lines == []
+
+
+def test_the_cli_bar_prints_its_line_before_the_bar(capsys):
+    from numba import njit
+
+    from mbsim_ros._kernel_cache import compile_report, warm_up
+    from mbsim_ros.cli import CompileBar
+
+    @njit
+    def kernel(x):
+        return x * 2
+
+    with compile_report(CompileBar()) as report:
+        warm_up([("double", lambda: kernel(1.0)), ("again", lambda: kernel(2.0))])
+    err = capsys.readouterr().err
+    assert err.startswith("compiling the numba kernels (first run"), err[:200]
+    assert "2/2" in err and report.ready == 2 and report.functions == 1
