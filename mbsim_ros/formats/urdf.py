@@ -2,8 +2,9 @@
 
 Reading: `load_urdf(path, floating_base=False, package_paths=None)`.
 - Joint types: revolute, continuous (a revolute without position limits), prismatic, fixed,
-  floating (-> 'free') and planar (-> 'planar', see below). <mimic> is not simulated yet: the
-  joint moves on its own and model.warnings says so. <calibration>, <safety_controller>,
+  floating (-> 'free') and planar (-> 'planar', see below). <mimic joint multiplier offset>
+  becomes a CoordinateCoupler (q = multiplier q_leader + offset, a solver row) on a revolute,
+  continuous or prismatic joint mimicking another of those. <calibration>, <safety_controller>,
   <gazebo>, <transmission> are ignored.
 - Planar: q = (x, y, theta), translation along two in-plane axes, then rotation about the URDF
   axis (the plane normal n, Joint.axis). The in-plane axes are the Model's Joint.plane_axes():
@@ -54,7 +55,12 @@ Shapes: box, sphere, cylinder, mesh directly; capsule and cone become a generate
 mesh_dir when given, else their bounding cylinder (radius r, length L + 2r for a capsule, L for
 a cone); a plane is a 20 m x 20 m x 1 mm box under its surface. A mesh is written as its
 mesh_path (package://, file:// kept; a file path as file://) with its scale, or, with only
-vertices, as an OBJ written to mesh_dir, else skipped with an XML comment.
+vertices, as an OBJ written to mesh_dir, else skipped with an XML comment. With mesh_dir, mesh
+files (not package:// URIs) are written there too, so that the URDF travels with its meshes and
+RViz reads them: STL and Collada copied, other formats (OpenSim's .vtp, OBJ) converted to binary
+STL. Files in mesh_dir are named `mesh_uri + name` (a package:// prefix, or a path relative to
+the URDF), or by file:// URIs when mesh_uri is None; a mesh file that does not exist
+(missing_meshes(model)) is then left out with an XML comment, not written as a path to nothing.
 With sensor_frames=True each model.sensors[k] and model.frames[k] becomes a massless link of the
 same name on a fixed joint `<name>_joint`, so its frame is in TF, and so does each camera's
 `<name>_optical_frame` and range sensor's `<name>_laser_frame` (model.sensor_ros_frames).
@@ -69,9 +75,9 @@ import warnings
 import numpy as np
 from lxml import etree
 
-from ..model import Joint, Link, Model, ModelError, Shape, sensor_ros_frames
+from ..model import CoordinateCoupler, Function, Joint, Link, Model, ModelError, Shape, sensor_ros_frames
 from ..model.transforms import inverse_transform, make_transform, matrix_to_rpy, rpy_to_matrix
-from .meshes import MeshError, load_mesh
+from .meshes import MeshError, load_mesh, write_stl
 
 UNLIMITED = 1.0e6   # written where URDF needs a finite limit and the Model has none
 
@@ -94,6 +100,7 @@ class _Reader:
         self.model = None
         self.materials = {}
         self.texture_materials = set()
+        self.mimics = []           # (element, joint, URDF type, leader, multiplier, offset)
 
     def error(self, el, expected):
         return ModelError(f"{self.name}, line {el.sourceline}, {_describe(el)}: {expected}")
@@ -156,10 +163,12 @@ def _describe(el):
     return f"<{_local(el)} name=\"{name}\">" if name is not None else f"<{_local(el)}>"
 
 
-def load_urdf(path, floating_base: bool = False, package_paths=None) -> Model:
-    """Read a URDF file into a finalized Model (see the module docstring)."""
+def load_urdf(path, floating_base: bool = False, package_paths=None, text=None) -> Model:
+    """Read a URDF file into a finalized Model (see the module docstring). text: the URDF itself
+    (a xacro expansion, a robot_description), `path` then naming it in messages and giving the
+    folder relative mesh paths start from."""
     reader = _Reader(path, package_paths)
-    robot = _parse(reader)
+    robot = _parse(reader, text)
     model = Model(reader.attr(robot, "name"))
     model.source = reader.name
     reader.model = model
@@ -172,6 +181,7 @@ def load_urdf(path, floating_base: bool = False, package_paths=None) -> Model:
         model.add_link(_read_link(reader, el))
     for el in joint_els:
         model.add_joint(_read_joint(reader, el))
+    _add_mimics(reader, model)
     root = root_el.get("name")
     joint_names = {j.name for j in model.joints}
     name = _unique("root_joint", joint_names)
@@ -181,12 +191,15 @@ def load_urdf(path, floating_base: bool = False, package_paths=None) -> Model:
     return model.finalize()
 
 
-def _parse(reader):
+def _parse(reader, text=None):
     """The <robot> element; XML errors become ModelError with the file and line."""
     parser = etree.XMLParser(remove_comments=True, remove_pis=True, resolve_entities=False,
                              no_network=True)
     try:
-        tree = etree.parse(reader.path, parser)
+        if text is not None:
+            tree = etree.ElementTree(etree.fromstring(text.encode() if isinstance(text, str) else text, parser))
+        else:
+            tree = etree.parse(reader.path, parser)
     except OSError as exc:
         raise ModelError(f"{reader.name}: cannot read the file: {exc}") from None
     except etree.XMLSyntaxError as exc:
@@ -456,9 +469,28 @@ def _read_joint(reader, el):
                     raise reader.error(dynamics, f"{key}={joint[key]}: expected a value >= 0")
     mimic = _child(el, "mimic")
     if mimic is not None:
-        reader.warn(mimic, f"mimics joint {mimic.get('joint')!r}: mimic is not simulated yet, "
-                           "the joint moves on its own")
+        reader.mimics.append((mimic, name, urdf_type, reader.attr(mimic, "joint"),
+                              reader.number(mimic, "multiplier", 1.0), reader.number(mimic, "offset", 0.0)))
     return Joint(**joint)
+
+
+def _add_mimics(reader, model):
+    """<mimic joint="leader" multiplier="m" offset="c">: q = m q_leader + c held by a coordinate
+    coupler (a constraint row of the solver), as Gazebo's and Pinocchio's mimic joints."""
+    one_dof = ("revolute", "continuous", "prismatic")
+    by_name = {j.name: j for j in model.joints}
+    for el, name, urdf_type, leader, multiplier, offset in reader.mimics:
+        if urdf_type not in one_dof:
+            raise reader.error(el, f"a {urdf_type} joint cannot mimic: expected a revolute, continuous "
+                                   "or prismatic joint")
+        if leader == name:
+            raise reader.error(el, f"joint=\"{leader}\": a joint cannot mimic itself")
+        lead = by_name.get(leader)
+        if lead is None or lead.type not in ("revolute", "prismatic") or lead.nv != 1:
+            raise reader.error(el, f"joint=\"{leader}\": expected the name of a revolute, continuous or "
+                                   f"prismatic joint of this robot")
+        model.couplers.append(CoordinateCoupler(f"{name} (mimic)", name, leader, Function.linear(multiplier, offset)))
+        model.report.append(("joint", name, f"mimics {leader}: q = {multiplier:g} q_{leader} + {offset:g}"))
 
 
 def _read_limits(reader, el, urdf_type):
@@ -508,10 +540,10 @@ def _unique(name, taken):
 # =========================================================================================
 # Writing
 # =========================================================================================
-def to_urdf(model: Model, mesh_dir=None, sensor_frames: bool = True) -> str:
+def to_urdf(model: Model, mesh_dir=None, sensor_frames: bool = True, mesh_uri=None) -> str:
     """URDF text for any Model (see the module docstring for how each type is written)."""
     model.finalize()
-    writer = _Writer(model, mesh_dir)
+    writer = _Writer(model, mesh_dir, mesh_uri)
     robot = writer.robot
     roots = [j for j in model.joints if j.parent is None]
     if len(roots) == 1 and roots[0].type in ("fixed", "free"):
@@ -569,10 +601,35 @@ def _clean(text):
     return str(text).replace("--", "- -")
 
 
+RVIZ_MESHES = (".stl", ".dae")      # mesh files RViz reads as they are; others become STL
+
+
+def mesh_file_missing(shape) -> bool:
+    """Whether a mesh shape names a local file that does not exist (a loader's warning said so):
+    with a mesh_dir the writer leaves it out rather than point at nothing."""
+    if shape.kind != "mesh" or not shape.mesh_path or shape.vertices is not None:
+        return False
+    path = shape.mesh_path
+    if "://" in path:
+        if not path.startswith("file://"):
+            return False                  # package:// and other URIs: resolved by the reader
+        path = urllib.parse.unquote(path[len("file://"):])
+    return not os.path.isfile(path)
+
+
+def missing_meshes(model: Model) -> list:
+    """The mesh files of `model` that to_urdf leaves out because they do not exist, each once."""
+    return list(dict.fromkeys(shape.mesh_path for link in model.links
+                              for shape in list(link.visuals) + list(link.collisions)
+                              if mesh_file_missing(shape)))
+
+
 class _Writer:
-    def __init__(self, model, mesh_dir):
+    def __init__(self, model, mesh_dir, mesh_uri=None):
         self.model = model
         self.mesh_dir = mesh_dir
+        self.mesh_uri = mesh_uri
+        self.exported = {}              # source mesh file -> URI of its copy in mesh_dir
         self.robot = etree.Element("robot", name=model.name)
         self.robot.append(etree.Comment(f" generated by mbsim_ros from {_clean(model.source or 'a Model')} "))
         self.names = {l.name for l in model.links} | {j.name for j in model.joints}
@@ -601,6 +658,10 @@ class _Writer:
 
     def shape(self, link_el, tag, shape, label):
         pose, geometry = self.geometry(shape, label)
+        if geometry is None and self.mesh_dir is not None and mesh_file_missing(shape):
+            link_el.append(etree.Comment(f" {tag} {_clean(shape.name or label)} left out: mesh file "
+                                         f"{_clean(shape.mesh_path)} not found "))
+            return
         if geometry is None:
             link_el.append(etree.Comment(f" {tag} {_clean(shape.name or label)} skipped: a {shape.kind} "
                                          "without a mesh file or vertices (or no mesh_dir to write them) "))
@@ -637,6 +698,13 @@ class _Writer:
             g.append(etree.Comment(" plane written as a thin box under its surface "))
             etree.SubElement(g, "box", size="20 20 0.001")
             pose = pose @ make_transform(p=[0, 0, -0.0005])
+        elif shape.mesh_path and self.mesh_dir is not None and mesh_file_missing(shape):
+            return pose, None
+        elif shape.mesh_path and "://" not in shape.mesh_path and self.mesh_dir is not None:
+            uri = self.export_mesh(shape.mesh_path)
+            if uri is None:
+                return pose, None
+            etree.SubElement(g, "mesh", filename=uri, scale=_nums(shape.scale))
         elif shape.mesh_path:
             etree.SubElement(g, "mesh", filename=_mesh_uri(shape.mesh_path), scale=_nums(shape.scale))
         elif shape.vertices is not None and self.mesh_dir is not None:
@@ -647,12 +715,48 @@ class _Writer:
 
     def write_obj(self, label, vertices, faces):
         os.makedirs(self.mesh_dir, exist_ok=True)
-        path = os.path.abspath(os.path.join(self.mesh_dir, f"{self.model.name}_{label}.obj"))
-        with open(path, "w", encoding="utf-8") as f:
+        name = f"{self.model.name}_{label}.obj"
+        with open(os.path.join(self.mesh_dir, name), "w", encoding="utf-8") as f:
             f.write(f"# {label} of model {self.model.name}, written by mbsim_ros\n")
             f.writelines(f"v {_nums(v)}\n" for v in vertices)
             f.writelines(f"f {a + 1} {b + 1} {c + 1}\n" for a, b, c in faces)
-        return _mesh_uri(path)
+        return self.uri_in_mesh_dir(name)
+
+    def export_mesh(self, path):
+        """The URI of mesh file `path` copied into mesh_dir: STL and Collada as they are, other
+        formats (OpenSim's .vtp, OBJ) converted to binary STL, unscaled (the URDF's scale
+        applies). None (an XML comment says why) when the file cannot be read."""
+        if path in self.exported:
+            return self.exported[path]
+        stem, ext = os.path.splitext(os.path.basename(path))
+        ext = ext.lower() if ext.lower() in RVIZ_MESHES else ".stl"
+        taken = set(self.exported.values())
+        name, k = stem + ext, 0
+        while self.uri_in_mesh_dir(name) in taken:        # two sources with one file name
+            k += 1
+            name = f"{stem}_{k}{ext}"
+        os.makedirs(self.mesh_dir, exist_ok=True)
+        target = os.path.join(self.mesh_dir, name)
+        if ext == os.path.splitext(path)[1].lower():
+            import shutil
+            shutil.copyfile(path, target)
+        else:
+            try:
+                vertices, faces = load_mesh(path)
+            except MeshError as exc:
+                self.robot.append(etree.Comment(f" mesh {_clean(path)} unreadable, left out: {_clean(str(exc))} "))
+                self.exported[path] = None
+                return None
+            write_stl(target, vertices, faces, header=f"{stem} from {os.path.basename(path)}, by mbsim_ros".encode())
+        self.exported[path] = self.uri_in_mesh_dir(name)
+        return self.exported[path]
+
+    def uri_in_mesh_dir(self, name):
+        """How the URDF names file `name` in mesh_dir: mesh_uri + name, else a file:// URI."""
+        if self.mesh_uri is None:
+            return _mesh_uri(os.path.abspath(os.path.join(self.mesh_dir, name)))
+        prefix = self.mesh_uri.rstrip("/")
+        return (prefix + "/" if prefix else "") + urllib.parse.quote(name)
 
     # -- joints --------------------------------------------------------------------------
     def joint(self, joint, parent):

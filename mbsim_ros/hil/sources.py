@@ -240,6 +240,14 @@ class DeviceSource:
         self.use_real = source != "sim"
         return f"{self.name}: the topic carries {'the real device ' + self.device if self.use_real else 'the simulation'}"
 
+    def carries(self, state=None) -> str:
+        """What the topic carries in `state` (default: the current one), in words."""
+        if not self.use_real:
+            return "the simulation (source sim)"
+        if (state or self.state) == "ok":
+            return "the real device"
+        return {"hold": "the last real value", "sim": "the simulation", "drop": "nothing"}[self.on_fault]
+
     def _set_state(self, state, reason):
         with self._lock:
             if state == self.state:
@@ -248,11 +256,7 @@ class DeviceSource:
                 return
             old, self.state, self.state_reason = self.state, state, reason
             self.state_changes += 1
-        carries = "the real device" if state == "ok" else {"hold": "the last real value", "sim": "the simulation",
-                                                            "drop": "nothing"}[self.on_fault]
-        if not self.use_real:
-            carries = "the simulation (source sim)"
-        self.log(f"{self.name}: device {self.device} {old} -> {state} ({reason}); the topic carries {carries}")
+        self.log(f"{self.name}: device {self.device} {old} -> {state} ({reason}); the topic carries {self.carries(state)}")
 
     def _add_residual(self, real, sim):
         if self.kind == "range":

@@ -10,7 +10,7 @@
 scene.py holds the geometry (triangles for the rasterizer, analytic primitives for the ray
 caster and for infinite planes), raster.py the z-buffer rasterizer and the camera model
 (intrinsics(), the one place of the pixel formula), raycast.py the exact ray caster, image.py
-the PNG writer. All kernels are numba, single-threaded, with no allocation per call: a Scene
+the PNG (and JPEG) writer. All kernels are numba, single-threaded, with no allocation per call: a Scene
 owns its workspaces, so one Scene serves one render or cast at a time.
 
 Why a numba rasterizer rather than OpenGL through a headless context, measured on the bundled
@@ -43,7 +43,7 @@ within 0.9 % of its radius) while cast_rays is exact on them; analytic solids ar
 (seen from outside), mesh triangles two-sided.
 """
 from .._kernel_cache import kernel_cache
-from .image import depth_to_image, write_png
+from .image import depth_to_image, write_image, write_png
 from .scene import (Scene, camera_parameters, framing_view, lathe, look_at, range_directions,
                     sensor_pose, tessellate, world_scene)
 
@@ -53,4 +53,4 @@ with kernel_cache("render"):   # our kernels call only our own: cached under thi
 
 __all__ = ["AMBIENT", "BACKGROUND", "LIGHT", "Scene", "camera_parameters", "cast_rays",
            "depth_to_image", "framing_view", "intrinsics", "lathe", "look_at", "range_directions", "render",
-           "sensor_pose", "shade", "tessellate", "world_scene", "write_png"]
+           "sensor_pose", "shade", "tessellate", "world_scene", "write_image", "write_png"]

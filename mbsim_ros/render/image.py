@@ -1,4 +1,6 @@
-"""PNG output (zlib + struct, no imaging library) and a grey-scale view of a depth image."""
+"""Image output: PNG (zlib + struct, no imaging library), JPEG through matplotlib (Pillow), and a
+grey-scale view of a depth image."""
+import os
 import struct
 import zlib
 
@@ -28,6 +30,24 @@ def write_png(path, image):
            + chunk(b"IEND", b""))
     with open(path, "wb") as f:
         f.write(png)
+    return path
+
+
+JPEG = (".jpg", ".jpeg")
+
+
+def write_image(path, image):
+    """Write image (as write_png takes it) as PNG or JPEG, by the file's extension. ValueError for
+    another extension. Returns path."""
+    ext = os.path.splitext(os.fspath(path))[1].lower()
+    if ext == ".png":
+        return write_png(path, image)
+    if ext not in JPEG:
+        raise ValueError(f"{path}: expected a file ending in .png, {', '.join(JPEG)}")
+    from matplotlib.image import imsave          # writes JPEG through Pillow, matplotlib's own dependency
+    a = np.asarray(image)
+    imsave(path, a, format="jpeg", pil_kwargs={"quality": 95},
+           **({"cmap": "gray", "vmin": 0, "vmax": 255} if a.ndim == 2 else {}))
     return path
 
 

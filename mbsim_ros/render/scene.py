@@ -40,8 +40,7 @@ class Scene:
         self.models = list(models)
         self.link_names = list(link_names)
         self.segments = int(max(3, segments))
-        index = {name: k for k, name in enumerate(self.link_names)}
-        if len(index) != len(self.link_names):
+        if len(set(self.link_names)) != len(self.link_names):
             raise ValueError("link_names has a name twice")
         verts, vlink, tris, tcolor, two_sided = [], [], [], [], []
         prims = []        # (kind, link, R, p, size(3), center(3), bound, tri0, tri1, color)
@@ -52,10 +51,8 @@ class Scene:
                 model.finalize()
             for joint in model.joints:
                 link = model.link(joint.child)
-                if link.name not in index:
-                    raise ValueError(f"link {link.name!r} of model {model.name!r} is not in link_names")
+                k = len(seen)           # link k of the world, in compile_models order
                 seen.append(link.name)
-                k = index[link.name]
                 for shape in (link.visuals or link.collisions):
                     kind = KIND[shape.kind]
                     R, p = shape.pose[:3, :3], shape.pose[:3, 3]
@@ -92,7 +89,9 @@ class Scene:
                         prims.append((kind, k, np.eye(3), np.zeros(3), np.zeros(3), c, r, t0, ntri, rgb))
                     else:
                         prims.append((kind, k, R, p, size, np.zeros(3), bound, t0, ntri, rgb))
-        if seen != self.link_names:
+        # world names (model/names.py): the link's own, or "<entity>/<link>"
+        if len(seen) != len(self.link_names) or any(n != b and not n.endswith("/" + b)
+                                                    for n, b in zip(self.link_names, seen)):
             raise ValueError("link_names does not list the models' links in compile_models order")
         self.vertices = _cat(verts, (0, 3), float)           # (nv, 3) in the link frame
         self.vertex_link = _cat(vlink, (0,), np.int64)       # (nv,)
@@ -286,11 +285,14 @@ def framing_view(models, scene, fov):
     fits the bounding sphere of the moving bodies at their current poses, or of every shape when
     nothing moves (framing a 10 m floor would leave the robots a few pixels tall)."""
     moving = []
+    k = 0                 # the world's link index, in compile_models order (names may repeat across models)
     for model in models:
         moves = {}
         for joint in model.joints:
             moves[joint.child] = joint.type != "fixed" or moves.get(joint.parent, False)
-        moving += [name for name, m in moves.items() if m]
+            if moves[joint.child]:
+                moving.append(scene.link_names[k])
+            k += 1
     box = (scene.bounds(moving) if moving else None) or scene.bounds()
     if box is None:                               # only planes, or nothing at all
         return np.array([3.0, -3.0, 2.0]), np.zeros(3)

@@ -5,8 +5,11 @@ Topics (NS = the namespace, by default the first model's name):
   NS/robot_description (String, transient local; one per model, NS/<model>/robot_description
   for the models after the first), NS/<sensor> (Imu, WrenchStamped, LaserScan), NS/<camera>/
   image_raw, camera_info, depth/image_raw, depth/camera_info, points; /tf, /tf_static, /clock,
-  /diagnostics. Inputs: NS/joint_commands (JointState: effort, or position/velocity tracked by
-  PD gains), NS/joint_efforts (Float64MultiArray, every DOF in model order).
+  /diagnostics. Inputs: NS/joint_commands (JointState: per joint position and/or velocity
+  tracked by PD gains and/or effort; JointController says how empty, NaN and short arrays
+  read), NS/joint_efforts (Float64MultiArray, every DOF in model order). joint_states and
+  joint_commands are the state and command topics of ros2_control's topic-based hardware
+  interfaces (joint_states_topic / joint_commands_topic rename them; config/ros2_control.yaml).
 Actuators and inputs (when the models have them): NS/actuator_controls (JointState: name =
 actuator names, effort = their controls, e.g. OpenSim excitations; the actuator's force is gain *
 control), NS/inputs (JointState: name = input names, position = values, read by `input`
@@ -17,14 +20,24 @@ values (no new dependency; `ros2 topic pub` and rqt publish it).
 Hardware in the loop (ros/hil.py): a sensor with a real device keeps its topic, which carries
 the device's values, and gets NS/<sensor>/sim with the simulated ones; emulated sensors are
 written to serial ports; joint commands also come from serial ports.
-TF: frame ids are the model's link names (with the frame prefix); a floating base is odom ->
+Names (joint_states, frame ids, sensor topics) are world names (model/names.py): a model's own,
+"<entity>/<name>" where an earlier model has the name. Models spawned or deleted while running
+(Session.spawn/delete -> world_changed) gain or lose their topics, descriptions and frames.
+TF: frame ids are the links' world names (with the frame prefix); a floating base is odom ->
 root link with a static world -> odom; other roots hang from world; fixed joints, sensor
 frames, camera optical frames and range laser frames are static. A moving joint with a
 child_pose ends at the URDF's `<joint>_child_frame` link (formats.urdf.joint_frame_links), with
 a static child_frame -> child link, so TF has every link the URDF has (but the intermediate
 links of joints written as chains).
 Every message is built once and serialized once; building and writing run in `publish` (an
-AsyncPublisher's submit, so the physics thread never waits on a transport), or inline.
+AsyncPublisher's submit, so the physics thread never waits on a transport), or inline. The
+periodic messages (clock, joint states, TF, Imu, wrench, scans, camera info, image headers) are
+preallocated CDR templates (ros/templates.py) written in place, never message objects.
+Lazy publishing: on a live transport a topic nobody subscribes to is not serialized, and a
+sensor none of whose topics has a subscriber is not sampled (not rendered, ray-cast or
+evaluated) until one comes; subscriber counts are looked at every 0.1 s of simulation time
+(`refresh_subscribers`). A bag (and "none") counts as a subscriber to everything; sensors with
+a real device or a serial emulation always sample.
 """
 from __future__ import annotations
 
@@ -36,10 +49,12 @@ import numpy as np
 from ..formats import to_urdf
 from ..formats.urdf import joint_frame_links
 from ..model import sensor_ros_frames
+from ..model.names import renamed
 from ..model.transforms import inverse_transform
 from ..sensors import Reading
 from . import hil
 from . import messages as msg
+from . import templates as tpl
 from .qos import CLOCK, DEFAULT, LATCHED, SENSOR, TF
 
 
@@ -47,6 +62,9 @@ def ros_name(text: str) -> str:
     """A valid ROS name segment from a model or sensor name."""
     name = re.sub(r"[^A-Za-z0-9_]", "_", text)
     return name if name and not name[0].isdigit() else "_" + name
+
+
+RATES = ("joint_state_rate", "tf_rate", "clock_rate", "diagnostics_rate")   # configuration keys, Hz
 
 
 class Rate:
@@ -64,9 +82,21 @@ class Rate:
 
 
 class JointController:
-    """Efforts and PD targets from the command topics, turned into sim.tau before each step."""
+    """Efforts and PD targets from the command topics, turned into sim.tau before each step:
+    tau = effort + kp (q* - q) + kd (v* - v), the PD terms where a target is set (v* = 0 where
+    only q* is).
 
-    def __init__(self, sim, dofs, gains):
+    A JointState command names joints (DOFs); each of position, velocity, effort is either empty
+    (not commanded: that interface unchanged for the named joints), one value per name (NaN: not
+    commanded, unchanged, for that joint; ros2_control's command interfaces are NaN until a
+    controller writes them), or shorter: one value per named
+    joint that `interfaces` ({joint: [position, velocity, effort]}) gives that interface, in name
+    order, as joint_state_topic_hardware_interface sends them. A joint listed in `interfaces`
+    takes only its interfaces from full arrays too (topic_based_ros2_control sends 0 for the
+    others). A joint given a position interface holds its initial position until commanded (as a
+    servo does when powered), so a robot stands while its controllers start."""
+
+    def __init__(self, sim, dofs, gains, interfaces=None):
         nv = sim.nv
         self.effort = np.zeros(nv)
         self.q_target = np.full(nv, np.nan)
@@ -75,28 +105,50 @@ class JointController:
         self.kd = np.zeros(nv)
         self.q_of_v = np.full(nv, -1)
         self.index = {}                    # DOF name -> v index
+        self.interfaces = dict(interfaces or {})
         default = gains.get("default", [0.0, 0.0])
         for name, iq, iv, joint in dofs:
             self.index[name] = iv
             self.q_of_v[iv] = iq
             self.kp[iv], self.kd[iv] = gains.get(name, gains.get(joint, default))
-        self.active = False
+            if "position" in self.interfaces.get(name, ()):
+                self.q_target[iv] = sim.q[iq]
+        self.active = bool(np.isfinite(self.q_target).any())
+
+    def adopt(self, old):
+        """Keep the efforts and targets `old` held for the DOFs (by name) still in the world."""
+        for name, iv in self.index.items():
+            if name in old.index:
+                j = old.index[name]
+                self.effort[iv], self.q_target[iv], self.v_target[iv] = old.effort[j], old.q_target[j], old.v_target[j]
+        self.active = old.active
 
     def command(self, cmd):
-        """A decoded JointState command (names with effort and/or position/velocity)."""
-        unknown = [n for n in cmd.names if n not in self.index]
+        """A decoded JointState command; returns an error text (the message ignored) or None."""
+        names = cmd.names
+        unknown = [n for n in names if n not in self.index]
         if unknown:
             return f"joint_commands: unknown joint(s) {', '.join(unknown)}"
-        for k, name in enumerate(cmd.names):
-            iv = self.index[name]
-            if cmd.effort is not None and len(cmd.effort) == len(cmd.names):
-                self.effort[iv] = cmd.effort[k]
-            if cmd.position is not None and len(cmd.position) == len(cmd.names):
-                self.q_target[iv] = cmd.position[k]
-                if cmd.velocity is None or len(cmd.velocity) != len(cmd.names):
-                    self.v_target[iv] = 0.0
-            if cmd.velocity is not None and len(cmd.velocity) == len(cmd.names):
-                self.v_target[iv] = cmd.velocity[k]
+        columns = []
+        for kind, values in (("position", cmd.position), ("velocity", cmd.velocity), ("effort", cmd.effort)):
+            if values is None or len(values) == 0:
+                continue
+            if len(values) == len(names):     # one per name; a joint given interfaces takes only those
+                keep = [k for k, n in enumerate(names) if kind in self.interfaces.get(n, (kind,))]
+                takers, values = [names[k] for k in keep], np.asarray(values, dtype=float)[keep]
+            else:
+                takers = [n for n in names if kind in self.interfaces.get(n, ())]
+                if len(takers) != len(values):
+                    return (f"joint_commands: {len(values)} {kind} value(s) for {len(names)} names; expected one per "
+                            f"name (NaN: not commanded) or one per named joint with a {kind} interface in "
+                            f"command_interfaces ({len(takers)}: {', '.join(takers) or 'none'})")
+            if np.isinf(values).any():
+                return f"joint_commands: {kind} values must be finite or NaN (not commanded), got {list(values)}"
+            columns.append((kind, [self.index[n] for n in takers], np.asarray(values, dtype=float)))
+        for kind, iv, values in columns:
+            target = self.q_target if kind == "position" else self.v_target if kind == "velocity" else self.effort
+            given = ~np.isnan(values)
+            target[np.asarray(iv, dtype=int)[given]] = values[given]
         self.active = True
         return None
 
@@ -115,10 +167,20 @@ class JointController:
         if has_q.any():
             iq = self.q_of_v[has_q]
             tau[has_q] += self.kp[has_q] * (self.q_target[has_q] - sim.q[iq])
-        has_v = ~np.isnan(self.v_target)
+        v_target = np.where(has_q & np.isnan(self.v_target), 0.0, self.v_target)
+        has_v = ~np.isnan(v_target)
         if has_v.any():
-            tau[has_v] += self.kd[has_v] * (self.v_target[has_v] - sim.v[has_v])
+            tau[has_v] += self.kd[has_v] * (v_target[has_v] - sim.v[has_v])
         sim.tau = tau
+
+
+_FIXED_KEYS = ("clock", "tf", "tf_static", "diagnostics", "joint_states", "actuator_controls/state")
+
+
+def _derived(entity, world_base, bare_base, name):
+    """A frame named after one of an entity's things (`name`, derived from `bare_base`) is
+    qualified like that thing's world name `world_base`."""
+    return entity + "/" + name if world_base != bare_base else name
 
 
 class Bridge:
@@ -135,18 +197,22 @@ class Bridge:
         self.publish_job = publish or (lambda job: job())
         self.submit = submit or (lambda fn: fn())
         self.log = log or (lambda text: None)
-        self.ns = "/" + ros_name(config.get("namespace") or sim.models[0].name)
+        given = (config.get("namespace") or "").strip("/")     # a valid ROS namespace (config checks it)
+        self.ns = "/" + "/".join(ros_name(p) for p in given.split("/")) if given else "/" + ros_name(sim.entities[0])
+        self._first = sim.entities[0]
         self.prefix = config.get("frame_prefix", "")
-        self.rates = {key: Rate(min(float(config[key]), 1.0 / sim.dt))
-                      for key in ("joint_state_rate", "tf_rate", "clock_rate", "diagnostics_rate")}
+        self.rates = {key: Rate(min(float(config[key]), 1.0 / sim.dt)) for key in RATES}
+        self.subscriber_rate = Rate(min(10.0, 1.0 / sim.dt))
         self._layout()
-        self.controller = JointController(sim, self.dofs, config.get("pd_gains", {}))
+        self.controller = JointController(sim, self.dofs, config.get("pd_gains", {}), config.get("command_interfaces"))
         self.actuator_names = list(sim.actuator_names)
         self.input_names = list(sim.input_names)
         self._reported = set()
         self.runner_stats = lambda: {}
         self._last = {}
         self.pubs = {}
+        self.templates = {}                 # publication key -> its CDR template (built on first use)
+        self.wanted = {}                    # publication key -> someone subscribes (lazy publishing)
         self.errors = []
         self.hil = None
         if hil.configured(config):
@@ -157,39 +223,59 @@ class Bridge:
         return self.prefix + name
 
     def _layout(self):
-        """DOFs for joint_states, the TF tree (static and moving edges), devices' topics."""
+        """DOFs for joint_states, the TF tree (static and moving edges), devices' topics; every
+        name is the world name (model/names.py: the first model's bare, a later model's
+        "<entity>/<name>" where it clashes)."""
         sim = self.sim
+        names = sim.names
         self.dofs = []                       # (DOF name, q index, v index, joint name)
         self.moving = []                     # (parent frame, child frame, parent link or None, child link,
                                              #  the child frame in the child link or None)
         self.static = []                     # (parent frame, child frame, 4x4)
-        q_off = v_off = 0
         floating = False
-        for model in sim.models:
-            names = model.dof_names
+        for k, (entity, model) in enumerate(zip(sim.entities, sim.models)):
+            _, q_off, v_off = sim.compiled.offsets[k]
+            link = names.table(entity, "link")
+            joint = names.table(entity, "joint")
+            place = sim.compiled.placements[k]
+            dof_names = model.dof_names
             child_frames = joint_frame_links(model)
             for j in model.joints:
                 if j.type not in ("fixed", "ball", "free"):
-                    for k in range(j.nv):
-                        self.dofs.append((names[j.v_index + k], q_off + j.q_index + k, v_off + j.v_index + k, j.name))
-                parent = self.frame(j.parent) if j.parent is not None else ("odom" if j.type == "free" else "world")
+                    for i in range(j.nv):
+                        self.dofs.append((joint[dof_names[j.v_index + i]], q_off + j.q_index + i, v_off + j.v_index + i,
+                                          joint[j.name]))
+                parent = self.frame(link[j.parent]) if j.parent is not None else ("odom" if j.type == "free" else "world")
                 floating = floating or (j.parent is None and j.type == "free")
+                child = link[j.child]
                 if j.type == "fixed":
-                    self.static.append((parent, self.frame(j.child), j.origin @ inverse_transform(j.child_pose)))
+                    origin = j.origin if j.parent is not None else place @ j.origin
+                    self.static.append((parent, self.frame(child), origin @ inverse_transform(j.child_pose)))
                 elif j.name in child_frames:
-                    frame = self.frame(child_frames[j.name])
-                    self.moving.append((parent, frame, j.parent, j.child, j.child_pose))
-                    self.static.append((frame, self.frame(j.child), inverse_transform(j.child_pose)))
+                    frame = self.frame(_derived(entity, child, j.child, child_frames[j.name]))
+                    self.moving.append((parent, frame, link.get(j.parent), child, j.child_pose))
+                    self.static.append((frame, self.frame(child), inverse_transform(j.child_pose)))
                 else:
-                    self.moving.append((parent, self.frame(j.child), j.parent, j.child, None))
-            for s in model.sensors:
-                self.static.append((self.frame(s.link), self.frame(s.name), s.pose))
-                for name, pose in sensor_ros_frames(s):
-                    self.static.append((self.frame(s.name), self.frame(name), pose))
-            q_off += model.nq
-            v_off += model.nv
+                    self.moving.append((parent, self.frame(child), link.get(j.parent), child, None))
+            for sn in model.sensors:
+                name = names.world(entity, "sensor", sn.name)
+                self.static.append((self.frame(link[sn.link]), self.frame(name), sn.pose))
+                for fname, pose in sensor_ros_frames(sn):
+                    self.static.append((self.frame(name), self.frame(name + fname[len(sn.name):]), pose))
         if floating:
             self.static.append(("world", "odom", np.eye(4)))
+        names = sim.compiled.link_names
+        n = len(self.moving)
+        parent = np.array([-1 if m[2] is None else names.index(m[2]) for m in self.moving], dtype=np.int64)
+        child = np.array([names.index(m[3]) for m in self.moving], dtype=np.int64)
+        child_R = np.tile(np.eye(3), (n, 1, 1))
+        child_p = np.zeros((n, 3))
+        for e, m in enumerate(self.moving):
+            if m[4] is not None:
+                child_R[e], child_p[e] = m[4][:3, :3], m[4][:3, 3]
+        # the TF layout: frame pairs, and per edge the parent and child link index and the child
+        # frame in its link (tf_values' arguments)
+        self.tf_layout = ([m[:2] for m in self.moving], parent, child, child_R, child_p)
         self.dof_names = [d[0] for d in self.dofs]
         self.dof_q = np.array([d[1] for d in self.dofs], dtype=int)
         self.dof_v = np.array([d[2] for d in self.dofs], dtype=int)
@@ -202,11 +288,24 @@ class Bridge:
                 g = next((d for d in devs if d.kind == "gyro" and d.link == a.link and d.rate == a.rate
                           and d.delay == a.delay and np.allclose(d.sensor.pose, a.sensor.pose)), None)
                 if g is not None:
-                    self.merged[a.name] = (ros_name(a.link) + "_imu", a, g)
+                    self.merged[a.name] = (a.link + "_imu", a, g)
                     self.merged[g.name] = self.merged[a.name]
 
+    def named_topic(self, key):
+        """The topic a configuration key names: absolute as given, else under the namespace."""
+        name = self.config.get(key) or key[:-len("_topic")]
+        return name if name.startswith("/") else self.topic(name)
+
     def topic(self, *parts):
-        return "/".join([self.ns] + [ros_name(p) if k == 0 else p for k, p in enumerate(parts)])
+        """NS/<name>/<rest>: the name (a world name, perhaps "<entity>/<thing>") made of valid
+        segments; the rest as given."""
+        head = "/".join(ros_name(seg) for seg in parts[0].split("/"))
+        return "/".join([self.ns, head] + list(parts[1:]))
+
+    def _description_topic(self, entity):
+        """The first model's robot_description is NS/robot_description; another's
+        NS/<entity>/robot_description (kept for the run, whoever joins or leaves)."""
+        return self.topic("robot_description") if entity == self._first else self.topic(entity, "robot_description")
 
     # -- start / stop -----------------------------------------------------------------------
     def start(self):
@@ -217,43 +316,11 @@ class Bridge:
         adv["tf"] = t.advertise("/tf", msg.TF_MESSAGE, TF)
         adv["tf_static"] = t.advertise("/tf_static", msg.TF_MESSAGE, LATCHED)
         adv["diagnostics"] = t.advertise("/diagnostics", msg.DIAGNOSTIC_ARRAY, DEFAULT)
-        adv["joint_states"] = t.advertise(self.topic("joint_states"), msg.JOINT_STATE, DEFAULT)
+        adv["joint_states"] = t.advertise(self.named_topic("joint_states_topic"), msg.JOINT_STATE, DEFAULT)
         if self.actuator_names:
             adv["actuator_controls/state"] = t.advertise(self.topic("actuator_controls", "state"), msg.JOINT_STATE, DEFAULT)
-        for k, model in enumerate(sim.models):
-            name = self.topic("robot_description") if k == 0 else self.topic(model.name, "robot_description")
-            adv[f"robot_description/{k}"] = t.advertise(name, msg.STRING, LATCHED)
-        for dev in sim.devices.values():
-            if not dev.enabled:
-                continue
-            if dev.name in self.merged:
-                topic = self.merged[dev.name][0]
-                if topic not in adv:
-                    adv[topic] = t.advertise(self.topic(topic), msg.IMU, SENSOR)
-            elif dev.kind in ("accelerometer", "gyro"):
-                adv[dev.name] = t.advertise(self.topic(dev.name), msg.IMU, SENSOR)
-            elif dev.kind == "force":
-                adv[dev.name] = t.advertise(self.topic(dev.name), msg.WRENCH_STAMPED, SENSOR)
-            elif dev.kind == "range":
-                adv[dev.name] = t.advertise(self.topic(dev.name), msg.LASER_SCAN, SENSOR)
-            elif dev.kind == "camera":
-                if dev.color:
-                    adv[dev.name + "/image_raw"] = t.advertise(self.topic(dev.name, "image_raw"), msg.IMAGE, SENSOR)
-                    adv[dev.name + "/camera_info"] = t.advertise(self.topic(dev.name, "camera_info"), msg.CAMERA_INFO, SENSOR)
-                if dev.depth:
-                    adv[dev.name + "/depth/image_raw"] = t.advertise(self.topic(dev.name, "depth/image_raw"), msg.IMAGE, SENSOR)
-                    adv[dev.name + "/depth/camera_info"] = t.advertise(self.topic(dev.name, "depth/camera_info"), msg.CAMERA_INFO, SENSOR)
-                    if dev.points:
-                        adv[dev.name + "/points"] = t.advertise(self.topic(dev.name, "points"), msg.POINT_CLOUD2, SENSOR)
-            if self.hil is not None and dev.name in self.hil.sources:   # the simulated value beside the real one
-                adv[dev.name + "/sim"] = t.advertise(self.topic(dev.name, "sim"), adv[dev.name].typename, SENSOR)
-        # latched once: descriptions and the static TF tree
-        stamp = sim.t
-        for k, model in enumerate(sim.models):
-            t.publish(adv[f"robot_description/{k}"], msg.string(to_urdf(model)), msg.to_nanoseconds(stamp))
-        t.publish(adv["tf_static"], msg.tf_message([(stamp, p, c, T) for p, c, T in self.static]),
-                  msg.to_nanoseconds(stamp))
-        t.subscribe(self.topic("joint_commands"), msg.JOINT_STATE, self._on_joint_commands)
+        self._advertise_models()
+        t.subscribe(self.named_topic("joint_commands_topic"), msg.JOINT_STATE, self._on_joint_commands)
         t.subscribe(self.topic("joint_efforts"), msg.FLOAT64_MULTI_ARRAY, self._on_joint_efforts)
         if self.actuator_names:
             t.subscribe(self.topic("actuator_controls"), msg.JOINT_STATE, self._on_actuator_controls)
@@ -261,7 +328,115 @@ class Bridge:
             t.subscribe(self.topic("inputs"), msg.JOINT_STATE, self._on_inputs)
         if self.hil is not None:
             self.hil.start(t)
+        self.refresh_subscribers()
         self.on_step(sim)              # the initial state at t
+
+    def device_keys(self, dev):
+        """The publication keys (self.pubs) that carry a device's readings."""
+        if dev.name in self.merged:
+            return [self.merged[dev.name][0]]
+        keys = [k for k in (dev.name, dev.name + "/sim", dev.name + "/image_raw", dev.name + "/camera_info",
+                            dev.name + "/depth/image_raw", dev.name + "/depth/camera_info", dev.name + "/points")
+                if k in self.pubs]
+        return keys
+
+    def refresh_subscribers(self):
+        """Lazy publishing: which topics have a subscriber now; a sensor without any stops
+        sampling, and starts again (on its own schedule) when one comes. On a transport that
+        is not live (bag, "none") everything counts as subscribed."""
+        t = self.transport
+        live = getattr(t, "receives", False)
+        self.wanted = {key: (not live) or t.subscriber_count(h) > 0 for key, h in self.pubs.items()}
+        step = int(round(self.sim.t / self.sim.dt))
+        always = set(self.hil.sources) | set(self.hil.emulators) if self.hil is not None else set()
+        for dev in self.sim.devices.values():
+            if dev.name not in always:
+                keys = self.device_keys(dev)
+                dev.set_idle(bool(keys) and not any(self.wanted[k] for k in keys), step)
+
+    def reset(self):
+        """After the simulation went back to t = 0 (in the physics thread): every rate counts
+        from 0 again, so each topic flows from the first step on."""
+        for rate in (*self.rates.values(), self.subscriber_rate):
+            rate.k = 0
+
+    def set_rate(self, key, hz):
+        """Change one of RATES (Hz > 0; capped at the physics rate) from the next step on; call
+        it in the physics thread (a Runner's submit)."""
+        if key not in RATES:
+            raise ValueError(f"{key}: not a rate; expected one of {', '.join(RATES)}")
+        hz = float(hz)
+        if not (math.isfinite(hz) and hz > 0):
+            raise ValueError(f"{key} must be a rate in Hz > 0, got {hz}")
+        rate = Rate(min(hz, 1.0 / self.sim.dt))
+        rate.k = int(math.floor(self.sim.t / rate.period + 1e-9)) + 1    # due at the next multiple
+        self.rates[key] = rate
+        self.config[key] = hz
+
+    def _model_topics(self):
+        """{key: (topic, type, qos)} of what the world's models publish: descriptions, sensors."""
+        sim = self.sim
+        out = {f"robot_description/{e}": (self._description_topic(e), msg.STRING, LATCHED) for e in sim.entities}
+        for dev in sim.devices.values():
+            if not dev.enabled:
+                continue
+            if dev.name in self.merged:
+                topic = self.merged[dev.name][0]
+                out[topic] = (self.topic(topic), msg.IMU, SENSOR)
+            elif dev.kind in ("accelerometer", "gyro"):
+                out[dev.name] = (self.topic(dev.name), msg.IMU, SENSOR)
+            elif dev.kind == "force":
+                out[dev.name] = (self.topic(dev.name), msg.WRENCH_STAMPED, SENSOR)
+            elif dev.kind == "range":
+                out[dev.name] = (self.topic(dev.name), msg.LASER_SCAN, SENSOR)
+            elif dev.kind == "camera":
+                parts = []
+                if dev.color:
+                    parts += [("image_raw", msg.IMAGE), ("camera_info", msg.CAMERA_INFO)]
+                if dev.depth:
+                    parts += [("depth/image_raw", msg.IMAGE), ("depth/camera_info", msg.CAMERA_INFO)]
+                    if dev.points:
+                        parts.append(("points", msg.POINT_CLOUD2))
+                for sub, typename in parts:
+                    out[dev.name + "/" + sub] = (self.topic(dev.name, sub), typename, SENSOR)
+            if self.hil is not None and dev.name in self.hil.sources:   # the simulated value beside the real one
+                out[dev.name + "/sim"] = (self.topic(dev.name, "sim"), out[dev.name][1], SENSOR)
+        return out
+
+    def _advertise_models(self):
+        """Advertise the models' topics not advertised yet, unadvertise those no model has any
+        more; publish the new descriptions (with the world names TF and joint_states use) and the
+        whole static TF tree (latched)."""
+        t, sim, adv = self.transport, self.sim, self.pubs
+        wanted = self._model_topics()
+        for key in [k for k in adv if k not in _FIXED_KEYS and k not in wanted]:
+            t.unadvertise(adv.pop(key))
+        new = [k for k in wanted if k not in adv]
+        for key in new:
+            adv[key] = t.advertise(*wanted[key])
+        stamp = sim.t
+        for entity, model in zip(sim.entities, sim.models):
+            if f"robot_description/{entity}" in new:
+                t.publish(adv[f"robot_description/{entity}"], msg.string(to_urdf(renamed(model, sim.names, entity))),
+                          msg.to_nanoseconds(stamp))
+        t.publish(adv["tf_static"], msg.tf_message([(stamp, p, c, T) for p, c, T in self.static]),
+                  msg.to_nanoseconds(stamp))
+
+    def world_changed(self):
+        """After sim.add_model / remove_model / set_model_pose (between steps, in the physics
+        thread): lay the world out again, advertise the new models' topics and descriptions,
+        unadvertise those of models that left, republish /tf_static, and keep the joint
+        commands of the DOFs that stay."""
+        old_controller = self.controller
+        self._layout()
+        self.controller = JointController(self.sim, self.dofs, self.config.get("pd_gains", {}),
+                                          self.config.get("command_interfaces"))
+        self.controller.adopt(old_controller)
+        self._advertise_models()
+        for name in list(self._last):
+            if name not in self.sim.devices:
+                del self._last[name]
+        self.refresh_subscribers()         # the new topics' subscribers; new sensors idle if none
 
     def close(self):
         """Stop what start() started besides the transport (serial ports and their threads)."""
@@ -319,23 +494,23 @@ class Bridge:
         t = sim.t
         work = []
         rates = self.rates
+        wanted = self.wanted
         hil_ = self.hil
         if hil_ is not None:
             hil_.clock.tick(t)
-        if rates["clock_rate"].due(t):
+        if self.subscriber_rate.due(t) and getattr(self.transport, "receives", False):
+            self.refresh_subscribers()
+        if rates["clock_rate"].due(t) and wanted["clock"]:
             work.append(("clock", t))
         if rates["joint_state_rate"].due(t):
-            work.append(("joint_states", t, sim.q[self.dof_q].copy(), sim.v[self.dof_v].copy(),
-                         sim.tau[self.dof_v].copy()))
-            if self.actuator_names:
+            if wanted["joint_states"]:
+                work.append(("joint_states", t, sim.q[self.dof_q], sim.v[self.dof_v], sim.tau[self.dof_v],
+                             self.dof_names))          # the names of that step (a spawn may change them)
+            if self.actuator_names and wanted.get("actuator_controls/state"):
                 work.append(("actuator_controls", t, sim.controls))
-        if self.moving and rates["tf_rate"].due(t):
-            T = sim.link_transforms()
-            edges = []
-            for parent, child, parent_link, child_link, child_pose in self.moving:
-                Tc = T[child_link] if child_pose is None else T[child_link] @ child_pose
-                edges.append((t, parent, child, Tc if parent_link is None else np.linalg.solve(T[parent_link], Tc)))
-            work.append(("tf", edges))
+        if self.moving and rates["tf_rate"].due(t) and wanted["tf"]:
+            R, p = sim.link_poses()
+            work.append(("tf", t, R.copy(), p.copy(), self.tf_layout))
         readings = sim.readings()
         for name, r in readings.items():
             if self._last.get(name) is not r:
@@ -354,61 +529,112 @@ class Bridge:
                     work.append(("reading", sim.devices[name], r, ""))
                 if hil_ is not None and name in hil_.emulators:
                     hil_.emulators[name].submit(r.values, r.stamp, name)
-        if rates["diagnostics_rate"].due(t):
-            work.append(("diagnostics", t, self.runner_stats()))
+        if rates["diagnostics_rate"].due(t) and wanted["diagnostics"]:
+            work.append(("diagnostics", t, self.runner_stats))     # evaluated off the physics thread
         if work:
             self.publish_job(lambda: self._write(work))
         self.controller.apply(sim)
 
     def _send(self, key, data, stamp):
-        self.transport.publish(self.pubs[key], data, msg.to_nanoseconds(stamp))
+        handle = self.pubs.get(key)
+        if handle is not None:       # None: its model was deleted after this step was collected
+            self.transport.publish(handle, data, msg.to_nanoseconds(stamp))
+
+    def _send_ns(self, key, data, ns):
+        handle = self.pubs.get(key)
+        if handle is not None:       # None: its model was deleted after this step was collected
+            self.transport.publish(handle, data, ns)
+
+    def template(self, key, make, source=None):
+        """The CDR template of publication `key`, made by make() on first use and again when
+        `source` (what its layout comes from: the names, the TF layout, the device) is another
+        object than last time: a world change lays the world out anew while the publisher may
+        still be writing steps collected before it."""
+        entry = self.templates.get(key)
+        if entry is None or entry[0] is not source:
+            entry = self.templates[key] = (source, make())
+        return entry[1]
 
     def _write(self, work):
         for item in work:
             kind = item[0]
             if kind == "clock":
-                self._send("clock", msg.clock(item[1]), item[1])
+                ns = msg.to_nanoseconds(item[1])
+                self._send_ns("clock", self.template("clock", tpl.ClockTemplate).fill(ns), ns)
             elif kind == "joint_states":
-                _, t, q, v, tau = item
-                self._send("joint_states", msg.joint_state(t, self.dof_names, q, v, tau), t)
+                _, t, q, v, tau, names = item
+                ns = msg.to_nanoseconds(t)
+                tmpl = self.template("joint_states", lambda: tpl.JointStateTemplate(names), names)
+                self._send_ns("joint_states", tmpl.fill(ns, q, v, tau), ns)
             elif kind == "actuator_controls":
                 _, t, controls = item
-                self._send("actuator_controls/state", msg.joint_state(t, self.actuator_names, effort=controls), t)
+                ns = msg.to_nanoseconds(t)
+                tmpl = self.template("actuator_controls/state", lambda: tpl.JointStateTemplate(
+                    self.actuator_names, position=False, velocity=False), self.actuator_names)
+                self._send_ns("actuator_controls/state", tmpl.fill(ns, effort=controls), ns)
             elif kind == "tf":
-                self._send("tf", msg.tf_message(item[1]), item[1][0][0])
+                _, t, R, p, layout = item
+                ns = msg.to_nanoseconds(t)
+                tmpl = self.template("tf", lambda: tpl.TfTemplate(layout[0]), layout)
+                self._send_ns("tf", tmpl.fill(ns, R, p, *layout[1:]), ns)
             elif kind == "reading":
                 self._write_reading(item[1], item[2], item[3])
             elif kind == "imu":
                 _, topic, acc, gyro, ra, rg = item
                 g = rg.values if rg is not None and abs(rg.stamp - ra.stamp) < 1e-9 else None
-                self._send(topic, msg.imu(ra.stamp, self.frame(acc.frame), accel=ra.values, gyro=g,
-                                          accel_variance=acc.variance, gyro_variance=gyro.variance), ra.stamp)
+                tmpl = self.template((topic, g is not None), lambda: tpl.ImuTemplate(
+                    self.frame(acc.frame), accel=True, gyro=g is not None, accel_variance=acc.variance,
+                    gyro_variance=gyro.variance), acc)
+                ns = msg.to_nanoseconds(ra.stamp)
+                self._send_ns(topic, tmpl.fill(ns, accel=ra.values, gyro=g), ns)
             elif kind == "diagnostics":
-                self._send("diagnostics", msg.diagnostics(item[1], self._statuses(item[2])), item[1])
+                self._send("diagnostics", msg.diagnostics(item[1], self._statuses(item[2]())), item[1])
 
     def _write_reading(self, dev, r, suffix=""):
         """suffix: "" for the sensor's topic, "/sim" for the simulated value beside a real device."""
         frame, stamp, key = self.frame(r.frame), r.stamp, dev.name + suffix
-        if dev.kind == "accelerometer":
-            self._send(key, msg.imu(stamp, frame, accel=r.values, accel_variance=dev.variance), stamp)
-        elif dev.kind == "gyro":
-            self._send(key, msg.imu(stamp, frame, gyro=r.values, gyro_variance=dev.variance), stamp)
+        wanted, template, send = self.wanted, self.template, self._send_ns
+        ns = msg.to_nanoseconds(stamp)
+        if dev.kind in ("accelerometer", "gyro"):
+            if wanted.get(key, False):
+                accel = dev.kind == "accelerometer"
+                tmpl = template(key, lambda: tpl.ImuTemplate(
+                    frame, accel=accel, gyro=not accel,
+                    accel_variance=dev.variance if accel else (0.0,) * 3,
+                    gyro_variance=(0.0,) * 3 if accel else dev.variance), dev)
+                send(key, tmpl.fill(ns, r.values, None) if accel else tmpl.fill(ns, None, r.values), ns)
         elif dev.kind == "force":
-            self._send(key, msg.wrench(stamp, frame, r.values), stamp)
+            if wanted.get(key, False):
+                send(key, template(key, lambda: tpl.WrenchTemplate(frame), dev).fill(ns, r.values), ns)
         elif dev.kind == "range":
-            self._send(key, msg.laser_scan(stamp, frame, r.values, dev.angle_min, dev.angle_increment,
-                                                dev.angle_max, dev.range_min, dev.range_max, dev.scan_time), stamp)
+            if wanted.get(key, False):
+                tmpl = template(key, lambda: tpl.LaserScanTemplate(
+                    frame, len(r.values), dev.angle_min, dev.angle_increment, dev.angle_max, dev.range_min,
+                    dev.range_max, dev.scan_time), dev)
+                send(key, tmpl.fill(ns, r.values), ns)
         elif dev.kind == "camera":
-            info = msg.camera_info(stamp, frame, dev.width, dev.height, dev.fx, dev.fy, dev.cx, dev.cy)
-            if r.values.color is not None:
-                self._send(dev.name + "/image_raw", msg.image(stamp, frame, r.values.color), stamp)
-                self._send(dev.name + "/camera_info", info, stamp)
-            if r.values.depth is not None:
-                self._send(dev.name + "/depth/image_raw", msg.image(stamp, frame, r.values.depth), stamp)
-                self._send(dev.name + "/depth/camera_info", info, stamp)
-                if dev.points:
-                    self._send(dev.name + "/points", msg.point_cloud(stamp, frame, r.values.depth, dev.fx, dev.fy,
-                                                                     dev.cx, dev.cy), stamp)
+            def info(key):
+                return template(key, lambda: tpl.CameraInfoTemplate(
+                    frame, dev.width, dev.height, dev.fx, dev.fy, dev.cx, dev.cy), dev).fill(ns)
+
+            def image(key, pixels):
+                tmpl = template(key, lambda: tpl.ImageTemplate(frame, *pixels.shape[:2], *msg.image_encoding(pixels)), dev)
+                return tmpl.fill(ns, pixels)
+            color, depth = r.values.color, r.values.depth
+            name = dev.name
+            if color is not None:
+                if wanted.get(name + "/image_raw", False):
+                    send(name + "/image_raw", image(name + "/image_raw", color), ns)
+                if wanted.get(name + "/camera_info", False):
+                    send(name + "/camera_info", info(name + "/camera_info"), ns)
+            if depth is not None:
+                if wanted.get(name + "/depth/image_raw", False):
+                    send(name + "/depth/image_raw", image(name + "/depth/image_raw", depth), ns)
+                if wanted.get(name + "/depth/camera_info", False):
+                    send(name + "/depth/camera_info", info(name + "/depth/camera_info"), ns)
+                if dev.points and wanted.get(name + "/points", False):
+                    self._send(name + "/points", msg.point_cloud(stamp, frame, depth, dev.fx, dev.fy,
+                                                                 dev.cx, dev.cy), stamp)
 
     def _statuses(self, stats):
         rtf_target = float(self.config.get("real_time_factor", 1.0))

@@ -252,7 +252,7 @@ class DdsTransport(Transport):
     # -- subscribing -------------------------------------------------------------------------
     def _subscribe(self, sub: Subscription):
         reader = DataReader(self._dp, self._topic(sub.topic, sub.typename),
-                            qos=to_dds_qos(sub.qos, writer=False))
+                            qos=to_dds_qos(sub.qos, TYPESTORE.hash_rihs01(sub.typename), writer=False))
         cond = ReadCondition(reader, _ANY)
         with self._lock:
             if self._thread is None:
@@ -297,6 +297,9 @@ class DdsTransport(Transport):
                 if self._stop:
                     break
                 log.exception("DDS receive thread")
+
+    def _unadvertise(self, pub: Publisher) -> None:
+        pub.impl = None        # dropping the Python object deletes the DDS writer (as _close does)
 
     # -- closing -----------------------------------------------------------------------------
     def _close(self) -> None:

@@ -9,8 +9,8 @@ NS/<sensor>/sim as well. Such a sensor is not merged into a link's Imu (merge_im
 Source ros: the real driver's topic (the sensor's message type: Imu, WrenchStamped, LaserScan)
 is subscribed through the run's transport (rclpy or DDS; a bag or "none" has no inputs).
 /diagnostics (statuses()): one status per device, "mbsim: device <sensor>", level 0 ok, 1 stale,
-2 down, message "<state>: <why>; topic: real device|simulation", values: source (real|sim: what
-the topic carries), device (port or topic), protocol (csv|scip2|xsens|ros), state, received
+2 down, message "<state>: <why>; the topic carries <the real device | the last real value |
+the simulation | nothing>" (on_fault decides while the device is not ok), values: source (real|sim: the chosen source), device (port or topic), protocol (csv|scip2|xsens|ros), state, received
 (samples), used (instants served by a fresh sample), published (real values on the topic, held
 ones included), superseded (samples overtaken before any instant used them), age_ms (of the
 newest sample at the last instant), on_fault, fault_<kind> (counts from the parser: garbage,
@@ -263,7 +263,7 @@ class Hil:
             if s["residual_samples"]:
                 values["residual_mean"] = _numbers(s["residual_mean"])
                 values["residual_rms"] = _numbers(s["residual_rms"])
-            message = f"{s['state']}: {s['reason']}; topic: {'real device' if src.use_real else 'simulation'}"
+            message = f"{s['state']}: {s['reason']}; the topic carries {src.carries()}"
             out.append((f"mbsim: device {name}", LEVEL[s["state"]], message, values))
         for em in dict.fromkeys(self.emulators.values()):
             name = em.name

@@ -4,7 +4,8 @@ Every builder returns the bytes ``bytes(TYPESTORE.serialize_cdr(msg, typename))`
 4-byte encapsulation header ``00 01 00 00`` followed by little-endian CDR (XCDR1), which is what
 ROS 2 puts on the wire and into rosbag2 files. (tf_message packs its CDR directly and image /
 point_cloud splice their bulk data into the typestore's serialization of the rest, for speed; the
-tests check their bytes against the typestore's.) The bytes go unchanged to whichever transport is active (rclpy, live DDS,
+tests check their bytes against the typestore's; the node's periodic messages come from the
+preallocated templates of ros/templates.py, checked the same way.) The bytes go unchanged to whichever transport is active (rclpy, live DDS,
 rosbag2 MCAP). The wire layout of every type here is the same in Humble and Jazzy.
 
 Times are simulation seconds (float) turned into builtin_interfaces/Time by `to_sec_nanosec`.
@@ -13,13 +14,70 @@ Bulk data (images, depth, ranges, joint vectors) goes through as numpy arrays, n
 from __future__ import annotations
 
 import math
+import re
 import struct
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
-from rosbags.typesys import Stores, get_typestore
+from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
 TYPESTORE = get_typestore(Stores.ROS2_JAZZY)
+
+# Interface packages a ROS distribution may lack (simulation_interfaces), from the definitions
+# shipped in mbsim_ros/data/interfaces/<package>/{msg,srv,action}: the same files CI builds the
+# rosidl package from.
+INTERFACES = Path(__file__).resolve().parent.parent / "data" / "interfaces"
+
+
+def interface_definitions(root=INTERFACES) -> dict:
+    """{"pkg/msg/Name": definition} of every msg, srv and action under root, with services as
+    their _Request / _Response messages and actions as the messages rosidl makes of them (Goal,
+    Result, Feedback; SendGoal and GetResult requests and responses; FeedbackMessage), which is
+    what goes on the wire and into a bag."""
+    out = {}
+    for path in sorted(root.glob("*/*/*")):
+        package, kind, name = path.parts[-3], path.parts[-2], path.stem
+        parts = [p.strip() + "\n" for p in re.split(r"^---\s*$", path.read_text(), flags=re.M)]
+        base = f"{package}/{kind}/{name}"
+        if kind == "msg" and len(parts) == 1:
+            out[base] = parts[0]
+        elif kind == "srv" and len(parts) == 2:
+            out[base + "_Request"], out[base + "_Response"] = parts
+        elif kind == "action" and len(parts) == 3:
+            out[base + "_Goal"], out[base + "_Result"], out[base + "_Feedback"] = parts
+            uuid = "unique_identifier_msgs/UUID goal_id\n"
+            out[base + "_SendGoal_Request"] = uuid + f"{base}_Goal goal\n"
+            out[base + "_SendGoal_Response"] = "bool accepted\nbuiltin_interfaces/Time stamp\n"
+            out[base + "_GetResult_Request"] = uuid
+            out[base + "_GetResult_Response"] = f"int8 status\n{base}_Result result\n"
+            out[base + "_FeedbackMessage"] = uuid + f"{base}_Feedback feedback\n"
+        else:
+            raise ValueError(f"{path}: expected a .msg, a .srv with one '---' or an .action with two")
+    return out
+
+
+_BUILTIN = {"bool", "byte", "char", "float32", "float64", "int8", "uint8", "int16", "uint16", "int32",
+            "uint32", "int64", "uint64", "string", "wstring"}
+
+
+def _register_interfaces():
+    """Into TYPESTORE. rosbags resolves a bare type name against the parent of the type being
+    parsed (srv/ and action/ types would look for simulation_interfaces/action/Result) and files
+    services under pkg/srv/msg/: bare names are qualified with their package first, and service
+    types are registered under their rosidl names (pkg/srv/Name_Request)."""
+    types = {}
+    for typename, text in interface_definitions().items():
+        package = typename.split("/")[0]
+        text = re.sub(r"^([A-Za-z]\w*)(?=(\[\S*\])?\s)",
+                      lambda m: m.group(1) if m.group(1) in _BUILTIN else f"{package}/{m.group(1)}",
+                      text, flags=re.M)
+        for name, parsed in get_types_from_msg(text, typename).items():
+            types[name.replace("/srv/msg/", "/srv/")] = parsed
+    TYPESTORE.register(types)
+
+
+_register_interfaces()
 
 # Type names (rosbags / rosbag2 spelling; the DDS spelling is derived from these).
 IMU = "sensor_msgs/msg/Imu"
@@ -34,6 +92,10 @@ CLOCK = "rosgraph_msgs/msg/Clock"
 STRING = "std_msgs/msg/String"
 DIAGNOSTIC_ARRAY = "diagnostic_msgs/msg/DiagnosticArray"
 FLOAT64_MULTI_ARRAY = "std_msgs/msg/Float64MultiArray"
+# every type the bridge and the device bridges publish or subscribe (rclpy needs each one's
+# Python message package: transport_choice checks them)
+TYPES = (IMU, WRENCH_STAMPED, LASER_SCAN, IMAGE, CAMERA_INFO, POINT_CLOUD2, JOINT_STATE, TF_MESSAGE,
+         CLOCK, STRING, DIAGNOSTIC_ARRAY, FLOAT64_MULTI_ARRAY)
 
 _T = TYPESTORE.types
 _Time = _T["builtin_interfaces/msg/Time"]
@@ -184,6 +246,18 @@ def image(stamp: float, frame: str, array, encoding: str | None = None) -> bytes
     `encoding` overrides the name only (e.g. "bgr8" for a (H, W, 3) uint8 array in BGR order).
     Data are little-endian (is_bigendian = 0), rows packed: step = W * bytes per pixel."""
     a = np.asarray(array)
+    name, pixel_bytes = image_encoding(a)
+    a = np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<"))
+    height, width = a.shape[:2]
+    msg = _T[IMAGE](header=header(stamp, frame), height=height, width=width,
+                    encoding=encoding or name, is_bigendian=0,
+                    step=width * pixel_bytes, data=_EMPTY_U8)
+    return _with_data(msg, IMAGE, a, tail=0)
+
+
+def image_encoding(array) -> tuple[str, int]:
+    """(encoding, bytes per pixel) of an image array, as `image` names it."""
+    a = np.asarray(array)
     if a.ndim == 2:
         channels = 1
     elif a.ndim == 3:
@@ -193,12 +267,7 @@ def image(stamp: float, frame: str, array, encoding: str | None = None) -> bytes
     name = _ENCODINGS.get((a.dtype.kind, a.dtype.itemsize, channels))
     if name is None:
         raise ValueError(f"no image encoding for dtype {a.dtype} with {channels} channel(s)")
-    a = np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<"))
-    height, width = a.shape[:2]
-    msg = _T[IMAGE](header=header(stamp, frame), height=height, width=width,
-                    encoding=encoding or name, is_bigendian=0,
-                    step=width * channels * a.dtype.itemsize, data=_EMPTY_U8)
-    return _with_data(msg, IMAGE, a, tail=0)
+    return name, channels * a.dtype.itemsize
 
 
 def camera_info(stamp: float, frame: str, width: int, height: int,

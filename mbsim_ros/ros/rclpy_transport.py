@@ -7,12 +7,7 @@ import threading
 
 from .qos import to_rclpy_qos
 from .transport import Publisher, Subscription, Transport
-
-
-def message_class(typename: str):
-    """The rosidl Python class of "pkg/msg/Name" (rclpy needs it to create endpoints)."""
-    from rosidl_runtime_py.utilities import get_message
-    return get_message(typename)
+from .transport_choice import message_class, rclpy_missing
 
 
 class RclpyTransport(Transport):
@@ -23,12 +18,11 @@ class RclpyTransport(Transport):
     receives = True
 
     def __init__(self, node=None, node_name: str = "mbsim"):
-        try:
-            import rclpy
-            from rclpy.executors import SingleThreadedExecutor
-        except ImportError as e:
-            raise ImportError(f"rclpy is not importable ({e}): source a ROS 2 installation "
-                              "(e.g. /opt/ros/jazzy/setup.bash) or use the DDS transport") from e
+        why = rclpy_missing()      # rclpy and every message package: fail here, not at the first topic
+        if why:
+            raise ImportError(f"the rclpy transport: {why}")
+        import rclpy
+        from rclpy.executors import SingleThreadedExecutor
 
         super().__init__()
         self._rclpy, self._executor, self._thread, self._own_context = rclpy, None, None, False
@@ -45,6 +39,9 @@ class RclpyTransport(Transport):
 
     def _advertise(self, pub: Publisher):
         return self.node.create_publisher(message_class(pub.typename), pub.topic, to_rclpy_qos(pub.qos))
+
+    def _unadvertise(self, pub: Publisher) -> None:
+        self.node.destroy_publisher(pub.impl)
 
     def publish(self, handle: Publisher, data: bytes, stamp_ns: int = 0) -> None:
         handle.impl.publish(bytes(data))  # bytes (not bytearray/memoryview): a serialized message

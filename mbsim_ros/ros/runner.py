@@ -31,7 +31,8 @@ Definitions (stats()):
 - lateness of a paced step: (wall time the step starts) - (its target), in seconds (>= 0 but for
   clock granularity). Recorded for every paced step (rtf > 0; not for step_once steps) in a
   fixed-size ring buffer (`jitter_window` entries, no per-step allocation): lateness_mean_ms,
-  lateness_p99_ms and lateness_max_ms are over that window.
+  lateness_p50_ms, lateness_p99_ms, lateness_max_ms and lateness_histogram (how many steps were
+  late by < 0.1, 0.1-0.5, 0.5-1, 1-2 and >= 2 ms) are over that window.
 - overrun: a paced step whose lateness exceeds one step period of wall time, dt / rtf. While
   compensatory catches up after a stall every step of the catch-up counts; conservative counts
   the one step whose lateness it drops. Never counted at rtf 0.
@@ -40,6 +41,12 @@ Definitions (stats()):
 - rtf: simulated time advanced by the running loop / wall time the loop ran, both excluding
   paused intervals and step_once steps, since run() started. rtf_recent: the same over the last
   ~1 s (sampled every 0.1 s).
+
+Operating system help (opt-in, Linux): realtime_priority N runs the physics thread under
+SCHED_FIFO at priority N (1-99), so that ordinary processes no longer preempt it; cpu K pins it
+to core K (best on a core isolated from the scheduler, isolcpus= / cpusets, where nothing else
+runs). Both need rights the user may not have (CAP_SYS_NICE or an rtprio limit for the
+priority): then the run goes on without, and `os_status` says why.
 
 Threads. run() is the physics thread: it steps, calls on_step(sim) after each step (or chunk),
 and between steps applies what other threads asked for. pause(), resume(), step_once(), reset(),
@@ -82,7 +89,8 @@ class Runner:
     """
 
     def __init__(self, sim, rtf: float = 1.0, policy: str = "compensatory", on_step=None,
-                 chunk: int = 1, progress=None, spin: float = 2e-4, jitter_window: int = 4096):
+                 chunk: int = 1, progress=None, spin: float = 2e-4, jitter_window: int = 4096,
+                 realtime_priority: int = 0, cpu: int | None = None):
         rtf = float(rtf)
         if not (np.isfinite(rtf) and rtf >= 0):
             raise ValueError(f"rtf must be a real-time factor >= 0 (0: as fast as possible), got {rtf}")
@@ -94,6 +102,13 @@ class Runner:
             raise ValueError(f"spin must be >= 0 seconds, got {spin}")
         if int(jitter_window) < 1:
             raise ValueError(f"jitter_window must be >= 1, got {jitter_window}")
+        if int(realtime_priority) != realtime_priority or not 0 <= realtime_priority <= 99:
+            raise ValueError(f"realtime_priority must be 0 (off) or a SCHED_FIFO priority 1..99, got {realtime_priority}")
+        if cpu is not None and (int(cpu) != cpu or cpu < 0):
+            raise ValueError(f"cpu must be a core number >= 0, got {cpu}")
+        self.realtime_priority = int(realtime_priority)
+        self.cpu = None if cpu is None else int(cpu)
+        self.os_status = "normal scheduling"
         self.sim = sim
         self.rtf = rtf
         self.policy = policy
@@ -203,6 +218,25 @@ class Runner:
         Immediate when run() is not active."""
         self.submit(self._do_reset)
 
+    def set_pacing(self, rtf: float | None = None, policy: str | None = None):
+        """Change the real-time factor and/or the catch-up policy between steps (checked as the
+        constructor checks them, ValueError here); the pacing reference restarts there, so the
+        new pace holds from that step on."""
+        if rtf is not None:
+            rtf = float(rtf)
+            if not (np.isfinite(rtf) and rtf >= 0):
+                raise ValueError(f"rtf must be a real-time factor >= 0 (0: as fast as possible), got {rtf}")
+        if policy is not None and policy not in POLICIES:
+            raise ValueError(f"policy {policy!r}: expected one of {', '.join(POLICIES)}")
+
+        def apply():
+            if rtf is not None:
+                self.rtf = rtf
+            if policy is not None:
+                self.policy = policy
+        apply.repace = True
+        self.submit(apply)
+
     def submit(self, fn):
         """Queue fn() to run in the physics thread between steps, in submission order (e.g. to
         set sim.tau). Never blocks. When run() is not active, fn() runs now, in this thread.
@@ -214,6 +248,20 @@ class Runner:
             self._commands.append(fn)
             self._dirty = True
             self._cv.notify_all()
+
+    def cancel(self, fn) -> bool:
+        """Take back a submitted fn that has not run yet; returns whether it was still queued."""
+        with self._cv:
+            try:
+                self._commands.remove(fn)
+            except ValueError:
+                return False
+            return True
+
+    @property
+    def physics_thread(self):
+        """The thread id of the running physics loop (None when not running)."""
+        return self._physics_ident
 
     def stop(self):
         """End run() at the next step boundary (also while paused). A stop() made while run()
@@ -288,11 +336,19 @@ class Runner:
             self._dirty = True      # first pass through _control: a stop, a pause, commands
         if _started is not None:
             _started.set()
+        restore = None
+        if self.realtime_priority or self.cpu is not None:
+            restore = _os_scheduling()
+            self.os_status = apply_os_scheduling(self.realtime_priority, self.cpu)
+            if not self.os_status.startswith(("SCHED", "pinned")):
+                _log.warning(self.os_status)
         try:
             self._loop(sim, dt, remaining)
         except _Stop:
             pass
         finally:
+            if restore is not None:       # the calling thread goes back to what it was
+                _restore_os_scheduling(restore)
             with self._cv:
                 now = time.perf_counter()
                 self._end_pause(now)
@@ -338,6 +394,10 @@ class Runner:
                     ref = perf()
                     k = 0
                     self._pace = (ref, sim.t)
+                    rtf = self.rtf                        # set_pacing may have changed them
+                    paced = rtf > 0
+                    period = dt / rtf if paced else 0.0
+                    conservative = self.policy == "conservative"
             if remaining is not None:
                 if remaining <= 0:
                     if paced:      # end when the wall clock reaches the sim time stepped to
@@ -398,7 +458,7 @@ class Runner:
                 commands = list(self._commands)
                 self._commands.clear()
             for fn in commands:
-                if fn == self._do_reset:
+                if fn == self._do_reset or getattr(fn, "repace", False):
                     rereference = True
                 fn()
             with cv:
@@ -474,9 +534,12 @@ class Runner:
         nl = min(self._nlate, len(self._lateness))
         if nl:
             late = self._lateness[:nl].copy() if nl < len(self._lateness) else self._lateness.copy()
-            mean, p99, worst = float(late.mean()), float(np.percentile(late, 99)), float(late.max())
+            p50, p99 = (float(x) for x in np.percentile(late, [50, 99]))
+            mean, worst = float(late.mean()), float(late.max())
+            hist = np.histogram(late, LATENESS_BINS)[0]
         else:
-            mean = p99 = worst = 0.0
+            mean = p50 = p99 = worst = 0.0
+            hist = np.zeros(len(LATENESS_BINS) - 1, dtype=int)
         return {
             "steps": self._steps,
             "sim_time": float(self.sim.t),
@@ -488,11 +551,62 @@ class Runner:
             "overruns": self._overruns,
             "dropped_time": self._dropped,
             "lateness_mean_ms": mean * 1e3,
+            "lateness_p50_ms": p50 * 1e3,
             "lateness_p99_ms": p99 * 1e3,
             "lateness_max_ms": worst * 1e3,
+            "lateness_histogram": " ".join(f"{label}:{n}" for label, n in zip(LATENESS_LABELS, hist)),
             "paused": self._paused,
             "running": self._running,
         }
+
+
+LATENESS_BINS = np.array([-np.inf, 1e-4, 5e-4, 1e-3, 2e-3, np.inf])   # s
+LATENESS_LABELS = ("<0.1ms", "0.1-0.5ms", "0.5-1ms", "1-2ms", ">=2ms")
+
+
+def _os_scheduling():
+    import os
+    try:
+        return os.sched_getscheduler(0), os.sched_getparam(0), os.sched_getaffinity(0)
+    except (OSError, AttributeError):
+        return None
+
+
+def _restore_os_scheduling(saved):
+    import os
+    if saved is None:
+        return
+    try:
+        os.sched_setscheduler(0, saved[0], saved[1])
+        os.sched_setaffinity(0, saved[2])
+    except OSError as e:
+        _log.warning("could not restore the thread's scheduling after the run: %s", e)
+
+
+def apply_os_scheduling(priority: int = 0, cpu: int | None = None, thread: int = 0) -> str:
+    """Put a thread (its native id; 0: the calling one) under SCHED_FIFO at `priority` (0: leave
+    it) and/or on core `cpu` (None: leave it). Returns what was done, or why not (no exception:
+    the run goes on)."""
+    import os
+    done = []
+    if cpu is not None:
+        try:
+            os.sched_setaffinity(thread, {cpu})
+            done.append(f"pinned to cpu {cpu}")
+        except (OSError, AttributeError) as e:
+            return (f"cannot pin the physics thread to cpu {cpu} ({e}); "
+                    f"this machine has cpus {sorted(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else '?'}")
+    if priority:
+        try:
+            os.sched_setscheduler(thread, os.SCHED_FIFO, os.sched_param(priority))
+            done.insert(0, f"SCHED_FIFO priority {priority}")
+        except PermissionError:
+            return (f"real-time priority {priority} not permitted: needs CAP_SYS_NICE (e.g. root) or an rtprio "
+                    "limit (/etc/security/limits.conf: '@realtime - rtprio 99'); running at normal priority"
+                    + (f", {done[0]}" if done else ""))
+        except (OSError, AttributeError) as e:
+            return f"real-time priority {priority} not available here ({e}); running at normal priority"
+    return ", ".join(done) or "normal scheduling"
 
 
 class AsyncPublisher:
@@ -552,6 +666,11 @@ class AsyncPublisher:
             self._cv.notify_all()
         self._thread.join(timeout)
         return not self._thread.is_alive()
+
+    @property
+    def native_id(self):
+        """The worker thread's native (OS) id."""
+        return self._thread.native_id
 
     def stats(self) -> dict:
         return {"submitted": self.submitted, "done": self.done, "dropped": self.dropped,

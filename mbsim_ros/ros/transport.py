@@ -1,6 +1,6 @@
 """One interface for every way the node's messages leave (and commands enter) the process.
 
-    t = transport_for("auto")                      # rclpy if importable, else live DDS
+    t = transport_for("auto")       # (transport_choice) rclpy where it has every message, else DDS
     imu = t.advertise("/sr1/imu", messages.IMU, qos.SENSOR)
     t.publish(imu, messages.imu(...), stamp_ns)    # serialized CDR bytes, once, for any transport
     t.subscribe("/sr1/joint_commands", messages.JOINT_STATE, callback)   # callback(bytes)
@@ -16,6 +16,7 @@ subscriptions do; decode them with `messages.decode*`. They run on the transport
 Transports: `NullTransport` ("none": counts and discards), `BagTransport` (rosbag2 MCAP file, in
 `bag`), `DdsTransport` (cyclonedds, in `dds`), `RclpyTransport` (in `rclpy_transport`), and
 `FanoutTransport` (the same messages to several transports, e.g. live DDS plus a bag).
+`transport_choice.transport_for` picks and makes one; this module imports none of them.
 """
 from __future__ import annotations
 
@@ -26,11 +27,9 @@ import time
 from .qos import DEFAULT, QoS
 
 __all__ = ["Publisher", "Subscription", "Transport", "NullTransport", "FanoutTransport",
-           "transport_for", "check_topic", "KINDS"]
+           "check_topic"]
 
 log = logging.getLogger("mbsim_ros.ros")
-
-KINDS = ("auto", "rclpy", "dds", "none")
 
 _TOPIC = re.compile(r"^(/[A-Za-z_][A-Za-z0-9_]*)+$")
 
@@ -112,6 +111,13 @@ class Transport:
         self._publishers[topic] = pub
         return pub
 
+    def unadvertise(self, handle: Publisher) -> None:
+        """Stop offering `handle`'s topic (a deleted model's sensors); publishing on it afterwards
+        is an error of the caller. A bag keeps what was recorded."""
+        if self._publishers.get(handle.topic) is handle:
+            del self._publishers[handle.topic]
+            self._unadvertise(handle)
+
     def publish(self, handle: Publisher, data: bytes, stamp_ns: int = 0) -> None:
         """Send serialized CDR bytes; stamp_ns is the log time where the transport records one
         (bags), else unused."""
@@ -178,6 +184,9 @@ class Transport:
     def _advertise(self, pub: Publisher):
         return None
 
+    def _unadvertise(self, pub: Publisher) -> None:
+        pass
+
     def _subscribe(self, sub: Subscription):
         return None
 
@@ -220,6 +229,10 @@ class FanoutTransport(Transport):
         handle.messages += 1
         handle.bytes += len(data)
 
+    def _unadvertise(self, pub):
+        for t, h in pub.impl:
+            t.unadvertise(h)
+
     def _subscribe(self, sub):
         live = [t for t in self.transports if t.receives]
         return [t.subscribe(sub.topic, sub.typename, sub.deliver, sub.qos) for t in live]
@@ -236,39 +249,3 @@ class FanoutTransport(Transport):
                 errors.append(e)
         if errors:
             raise errors[0]
-
-
-def rclpy_available() -> bool:
-    """True where rclpy imports (a sourced ROS 2 installation with a matching Python)."""
-    try:
-        import rclpy  # noqa: F401
-    except Exception:  # ImportError, or a sourced ROS whose C extensions do not load here
-        return False
-    return True
-
-
-def transport_for(kind: str = "auto", *, node=None, domain_id: int | None = None,
-                  env=None) -> Transport:
-    """The transport for `--transport auto|rclpy|dds|none`.
-
-    auto: rclpy when it imports, else live DDS through cyclonedds. rclpy: on `node` when given,
-    else on an own node with its own spin thread. dds: `domain_id` and `env` (default os.environ:
-    ROS_DOMAIN_ID, ROS_AUTOMATIC_DISCOVERY_RANGE, ROS_LOCALHOST_ONLY, ROS_STATIC_PEERS,
-    CYCLONEDDS_URI) as `DdsTransport` takes them. Bags are made with `bag.BagTransport(path)`.
-    """
-    if kind not in KINDS:
-        raise ValueError(f"unknown transport {kind!r}; choose one of {', '.join(KINDS)}")
-    if kind == "auto":
-        kind = "rclpy" if rclpy_available() else "dds"
-    if kind == "none":
-        return NullTransport()
-    if kind == "rclpy":
-        from .rclpy_transport import RclpyTransport
-        return RclpyTransport(node)
-    try:
-        from .dds import DdsTransport
-    except ImportError as e:
-        raise ImportError(
-            f"live DDS needs the cyclonedds package ({e}); install it with `pip install cyclonedds`, "
-            "or source a ROS 2 installation to use rclpy, or record a bag instead") from e
-    return DdsTransport(domain_id=domain_id, env=env)

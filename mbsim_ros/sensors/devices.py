@@ -64,11 +64,11 @@ class Device:
     name, kind, link, frame, rate (Hz), delay (s), variance (per channel: the white noise
     stddev^2), and per kind the geometry below."""
 
-    def __init__(self, sensor, model, config, seed, dt):
+    def __init__(self, sensor, model, config, seed, dt, name=None, link=None):
         self.sensor = sensor
-        self.name = sensor.name
+        self.name = sensor.name if name is None else name      # its world name (model/names.py)
         self.kind = sensor.type
-        self.link = sensor.link
+        self.link = sensor.link if link is None else link      # its link's world name
         self.model = model
         where = f"sensors.{self.name}"
         allowed = CAMERA_KEYS if self.kind == "camera" else COMMON_KEYS
@@ -83,6 +83,7 @@ class Device:
         self.delay = _number(config.get("delay", 0.0), f"{where}.delay", low=0.0)
         self.saturate = bool(config.get("saturate", False))
         self.enabled = bool(config.get("enabled", True))
+        self.idle = False          # lazy publishing: nobody wants the readings now (set_idle)
         self.seed = seed
         self.dt = dt
         self.lag_steps = 1 if self.kind in KINEMATIC else 0
@@ -161,6 +162,26 @@ class Device:
             self.enabled = False                  # no data at all (Choreonoid would render COLOR)
 
     # -- state -------------------------------------------------------------------------------
+    @property
+    def enabled(self) -> bool:
+        """Whether the device samples: enabled by its configuration and not idle."""
+        return self._enabled and not self.idle
+
+    @enabled.setter
+    def enabled(self, on):
+        self._enabled = bool(on)
+
+    def set_idle(self, idle: bool, step: int) -> None:
+        """Stop sampling (idle: nothing renders, ray-casts or evaluates it; its last reading stays)
+        or start again after `step` steps of dt: the schedule then resumes at the first of the
+        device's own instants k / rate after that step, as if it had run all along."""
+        idle = bool(idle)
+        if idle == self.idle:
+            return
+        self.idle = idle
+        if not idle:
+            self.start_at(step)
+
     def reset(self):
         """Back to t = 0: the schedule, the queue, and the noise (re-seeded: same seed, same run)."""
         self.k_next = 0
@@ -181,16 +202,27 @@ class Device:
             return np.concatenate([n.variance for n in self.noise])
         return self.noise.variance
 
+    def start_at(self, step):
+        """Start sampling at step count `step` (a device that joins a running world): its first
+        instant is the first k / rate at or after that step's time."""
+        self.k_next = int(math.ceil(step * self.dt / self.period - 1e-6))
+        self._schedule(step)
+
     def _schedule(self, step):
         """next_step = the first step count after `step` at whose end this device samples: its
         next instant k_next / rate is reached (at the step's start for the lagging kinds)."""
         due = self.k_next * self.period
         self.next_step = max(step + 1, int(math.ceil(due / self.dt - 1e-6)) + self.lag_steps)
 
-    def taken(self, stamp):
-        """Advance the schedule past an acquisition at `stamp`; returns the time since the last one."""
+    def skip(self, stamp):
+        """Advance the schedule past the instant `stamp` without a sample (a frame the render
+        thread had no time for)."""
         self.k_next = int(math.floor(stamp / self.period + 1e-6)) + 1
         self._schedule(self.next_step)
+
+    def taken(self, stamp):
+        """Advance the schedule past an acquisition at `stamp`; returns the time since the last one."""
+        self.skip(stamp)
         dt = self.period if self.last_stamp is None else stamp - self.last_stamp
         self.last_stamp = stamp
         return dt
@@ -217,8 +249,9 @@ class Device:
             values = clipped
         return Reading(stamp, self.frame, values, saturated)
 
-    def finish_range(self, stamp, distances):
-        dt = self.taken(stamp)
+    def finish_range(self, stamp, distances, dt=None):
+        """dt: time since the previous sample when the schedule was advanced already (taken)."""
+        dt = self.taken(stamp) if dt is None else dt
         finite = np.isfinite(distances)
         out = distances.copy()
         if self.noise.active and finite.any():
@@ -227,8 +260,8 @@ class Device:
         out[finite & (out < self.range_min)] = -np.inf      # REP 117: too close
         return Reading(stamp, self.frame, out)
 
-    def finish_camera(self, stamp, color, depth):
-        dt = self.taken(stamp)
+    def finish_camera(self, stamp, color, depth, dt=None):
+        dt = self.taken(stamp) if dt is None else dt
         color_noise, depth_noise = self.noise
         if color is not None and color_noise.active:
             color = np.clip(np.rint(color_noise.apply(color.astype(np.float64) / 255.0, dt) * 255.0), 0, 255).astype(np.uint8)

@@ -5,7 +5,7 @@
     sim.readings()   # {sensor name: Reading(stamp, frame, values, saturated)}
 
 step(n) runs the dynamics in chunks that end exactly at the steps where a device samples
-(one numba call per chunk), so sensors never slow down stretches where none is due.
+(one kernel call per chunk), so sensors never slow down stretches where none is due.
 """
 import numpy as np
 
@@ -25,30 +25,48 @@ class Simulation(dynamics.Simulation):
     sensor of the models is a SensorConfigError. Readings appear once their device has sampled."""
 
     def __init__(self, models, dt: float = 0.001, integrator: str = "semi-implicit-euler",
-                 contact=None, max_contacts: int = 64, seed: int = 0, sensors=None, **solver_options):
+                 contact=None, max_contacts: int = 64, seed: int = 0, sensors=None, poses=None,
+                 names=None, **solver_options):
         self.devices = {}
-        super().__init__(models, dt, integrator, contact, max_contacts, **solver_options)
+        self._optical = None             # OpticalWorker while rendering on a thread
+        super().__init__(models, dt, integrator, contact, max_contacts, poses, names, **solver_options)
         self.seed = int(seed)
-        config = dict(sensors or {})
-        owners = {}
-        for model in self.models:
-            for s in model.sensors:
-                if s.name in owners:
-                    raise SensorConfigError(f"sensor name {s.name!r} appears in models {owners[s.name].name!r} and "
-                                            f"{model.name!r}: sensor names must be unique in a world (they name topics)")
-                owners[s.name] = model
-        unknown = sorted(set(config) - set(owners))
+        config, unknown = {}, []
+        for key, cfg in dict(sensors or {}).items():    # qualified or unambiguous bare names
+            try:
+                entity, bare = self.names.resolve("sensor", key)
+            except KeyError as e:
+                if " models; say which" in e.args[0]:
+                    raise SensorConfigError(f"sensors: {e.args[0]}") from None
+                unknown.append(str(key))
+                continue
+            config[self.names.world(entity, "sensor", bare)] = cfg
         if unknown:
-            raise SensorConfigError(f"sensors: unknown sensor(s) {', '.join(unknown)}; the models have "
-                                    f"{', '.join(sorted(owners)) or 'no sensors'}")
-        for model in self.models:
+            known = [self.names.world(e, "sensor", s.name) for e, m in zip(self.entities, self.models) for s in m.sensors]
+            raise SensorConfigError(f"sensors: unknown sensor(s) {', '.join(sorted(unknown))}; the models have "
+                                    f"{', '.join(sorted(known)) or 'no sensors'}")
+        for entity, model in zip(self.entities, self.models):
             for s in model.sensors:
-                cfg = config.get(s.name) or {}
+                name = self.names.world(entity, "sensor", s.name)
+                cfg = config.get(name) or {}
                 if not isinstance(cfg, dict):
-                    raise SensorConfigError(f"sensors.{s.name}: expected a mapping, got {cfg!r}")
-                self.devices[s.name] = Device(s, model, cfg, self.seed, self.dt)
+                    raise SensorConfigError(f"sensors.{name}: expected a mapping, got {cfg!r}")
+                self.devices[name] = self._device(entity, model, s, cfg)
+        self._setup_sensing()
+
+    def _device(self, entity, model, sensor, cfg):
+        device = Device(sensor, model, cfg, self.seed, self.dt, name=self.names.world(entity, "sensor", sensor.name),
+                        link=self.names.world(entity, "link", sensor.link))
+        device.entity = entity
+        return device
+
+    def _setup_sensing(self):
         self._setup_kinematic()
         self._scene = None
+        if self._optical is not None:    # a new world: the worker draws it from the next sample on
+            from ..render import Scene
+            self._optical.flush()
+            self._optical.scene = Scene(self.models, self.compiled.link_names)
         self._sense_df, self._sense_data = self.compiled.new_data()
         self._pose_df, self._pose_data = self.compiled.new_data()
         self.warm_up()
@@ -74,12 +92,24 @@ class Simulation(dynamics.Simulation):
         from ..render import cast_rays
         cast_rays(self.scene, np.zeros((1, 3)), np.array([[0.0, 0.0, 1.0]]), 1.0)
 
+    def _world_changed(self, old_entities):
+        """Keep the devices of the models that stay (schedules, queues, noise state); new
+        models' sensors start sampling from now (default settings)."""
+        devices = {}
+        for entity, model in zip(self.entities, self.models):
+            for s in model.sensors:
+                name = self.names.world(entity, "sensor", s.name)
+                if entity in old_entities and name in self.devices:
+                    devices[name] = self.devices[name]
+                else:
+                    devices[name] = self._device(entity, model, s, {})
+                    devices[name].start_at(self._steps)
+        self.devices = devices
+        self._setup_sensing()
+
     # -- setup ------------------------------------------------------------------------------
     def _link_index(self, device):
-        try:
-            return self.compiled.link_names.index(device.link)
-        except ValueError:
-            raise SensorConfigError(f"sensor {device.name!r}: its link {device.link!r} is not in the model") from None
+        return self.compiled.link_names.index(device.link)
 
     def _setup_kinematic(self):
         """Arrays for sense_kernel: each accelerometer/gyro/force sensor's body and its frame there."""
@@ -107,9 +137,10 @@ class Simulation(dynamics.Simulation):
     def _check_force_sensor(self, device, link_index, body):
         """A force sensor reads its joint's reaction: it needs a moving joint of its own, and no
         loop closure may cross its subtree (loop forces are not among the sensed external forces)."""
-        tree, names = self.compiled.tree, self.compiled.link_names
+        tree = self.compiled.tree
         model = device.model
-        joint = next((j for j in model.joints if j.child == device.link), None)
+        mi = self.entities.index(device.entity)
+        joint = next((j for j in model.joints if j.child == device.sensor.link), None)
         if body < 0 or joint is None or joint.type == "fixed":
             raise SensorConfigError(
                 f"force sensor {device.name!r}: link {device.link!r} is welded to its parent; a force sensor "
@@ -120,11 +151,14 @@ class Simulation(dynamics.Simulation):
             if tree.parent[i] >= 0 and below[tree.parent[i]]:
                 below[i] = True
         def inside(link):      # None: the world, outside every subtree
-            return link is not None and tree.link_body[names.index(link)] >= 0 and below[tree.link_body[names.index(link)]]
+            if link is None:
+                return False
+            b = tree.link_body[self.compiled.link_index(mi, link)]
+            return b >= 0 and below[b]
         crossing = [(f"loop closure {loop.name!r}", loop.link1, loop.link2) for loop in model.constraints]
-        # force elements whose constraint rows (motors, guides, spring stops) carry forces too
-        crossing += [(f"{what} {name!r}", l1, l2) for what, name, l1, l2 in self.forces.constrained
-                     if l1 is not None or l2 is not None]
+        # force elements of this model whose constraint rows (motors, guides, spring stops) carry forces too
+        crossing += [(f"{what} {name!r}", l1, l2) for what, name, l1, l2, m in self.forces.constrained
+                     if m == mi and (l1 is not None or l2 is not None)]
         for what, l1, l2 in crossing:
             if inside(l1) != inside(l2):
                 raise SensorConfigError(
@@ -133,7 +167,10 @@ class Simulation(dynamics.Simulation):
 
     # -- stepping ---------------------------------------------------------------------------
     def reset(self):
+        """As dynamics.Simulation.reset, and every device back to t = 0."""
         super().reset()
+        if getattr(self, "_optical", None) is not None:
+            self._optical.flush()        # no frame of the old run may land after the reset
         for d in getattr(self, "devices", {}).values():
             d.reset()
 
@@ -177,7 +214,7 @@ class Simulation(dynamics.Simulation):
 
     def _evaluate(self, q, v, qdd, c_link, c_point, c_force, time):
         f = self.forces
-        sense_kernel(self.compiled.tf, self.compiled.ti, self._sense_df, self._ef, f.ei, time, q, v, qdd, c_link,
+        sense_kernel(self.compiled.tf, self.compiled.ti, self._sense_df, self._kernel_ef(), f.ei, time, q, v, qdd, c_link,
                      c_point, c_force, self._kin_kind, self._kin_body, self._kin_R, self._kin_p,
                      self._tau_scratch, self._kin_out)
 
@@ -201,27 +238,35 @@ class Simulation(dynamics.Simulation):
         self._scene.set_link_poses(d.link_R, d.link_p)
         return self._scene
 
+    def render_in_thread(self, on: bool = True):
+        """Render cameras and range sensors on a worker thread from snapshots of the link poses
+        (sensors/optical.py: the step never waits for a frame; a frame appears when done, a
+        sample due while the device's previous one renders is skipped and counted), or inline
+        again (on=False, after the queued frames are done)."""
+        from .optical import OpticalWorker
+        if on and self._optical is None:
+            from ..render import Scene
+            self._optical = OpticalWorker(Scene(self.models, self.compiled.link_names))
+        elif not on and self._optical is not None:
+            self._optical.close()
+            self._optical = None
+
+    @property
+    def optical_worker(self):
+        """The OpticalWorker while rendering on a thread, else None."""
+        return self._optical
+
     def _sense_optical(self, devices, stamp):
-        from ..render import cast_rays, render, sensor_pose
+        from .optical import sense_optical
+        if self._optical is not None:
+            R, p = self.link_poses()
+            for dev in devices:
+                if not self._optical.submit(dev, stamp, R, p):
+                    dev.skip(stamp)      # the schedule moves on all the same
+            return
         scene = self.scene                       # posed once at the current state
         for dev in devices:
-            T = sensor_pose(scene, dev.sensor)
-            if dev.kind == "range":
-                n = len(dev.angles)
-                origins = np.broadcast_to(T[:3, 3], (n, 3)).copy()
-                dirs = dev.directions @ T[:3, :3].T
-                out = np.empty(n)
-                cast_rays(scene, origins, dirs, dev.range_max, out)
-                dev.push(dev.finish_range(stamp, out))
-            else:
-                color = depth = None
-                if dev.color:
-                    color = np.empty((dev.height, dev.width) if dev.mono else (dev.height, dev.width, 3), np.uint8)
-                if dev.depth:
-                    depth = np.empty((dev.height, dev.width), np.float32)
-                render(scene, T, dev.width, dev.height, dev.fov, dev.near, dev.far, color=color, depth=depth,
-                       mono=dev.mono)
-                dev.push(dev.finish_camera(stamp, color, depth))
+            dev.push(sense_optical(scene, dev, stamp))
 
     # -- readings ---------------------------------------------------------------------------
     def readings(self):

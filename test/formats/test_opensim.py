@@ -9,6 +9,7 @@ import warnings
 
 import numpy as np
 import pytest
+from conftest import subprocess_env
 
 from conftest import OWN_MODELS, shared_model
 from opensim_reference import link_poses
@@ -505,7 +506,8 @@ def test_load_model_reads_osim_by_extension():
 
 
 def test_info_prints_the_report():
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH")])))
+    env = subprocess_env()        # the environment before `import opensim` rewrote LD_LIBRARY_PATH
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.getcwd(), env.get("PYTHONPATH")]))
     out = subprocess.run([sys.executable, "-m", "mbsim_ros.cli", "info", str(FEATURES)], capture_output=True,
                          text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr

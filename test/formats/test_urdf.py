@@ -256,7 +256,9 @@ def test_elements_joints():
     planar_x = model.joint("j_planar_x")                        # normal x: plane axes y, z
     np.testing.assert_array_equal(planar_x.axis, [1, 0, 0])
     np.testing.assert_array_equal(planar_x.plane_axes(), [[0, 1, 0], [0, 0, 1]])
-    assert any("j_rev" in w and "mimic" in w and "line 178" in w for w in model.warnings)
+    (mimic,) = model.couplers                                    # line 178: q = 2 q_j_rev + 0.1
+    assert (mimic.dependent, mimic.independent) == ("j_mimic", "j_rev")
+    np.testing.assert_array_equal(mimic.function.coefs, [[0.1, 2.0]])
 
 
 def test_elements_inertial_rpy_rotates_the_inertia_into_the_link_frame():

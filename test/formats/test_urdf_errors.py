@@ -119,5 +119,6 @@ def test_non_fatal_problems_are_warnings_not_errors(tmp_path):
                           '<link name="c"/>', joint("m", "revolute", "a", "c", '<mimic joint="j"/>')))
     with pytest.warns(UserWarning):
         model = load_urdf(path)
-    assert len(model.warnings) == 3      # unknown material, revolute without <limit>, mimic
+    assert len(model.warnings) == 2      # unknown material, revolute without <limit>
+    assert [(c.dependent, c.independent) for c in model.couplers] == [("m", "j")]   # the mimic
     assert model.joint("j").lower[0] == -float("inf")

@@ -211,7 +211,7 @@ def test_model_settings_fill_what_the_configuration_leaves_open():
 ])
 def test_mbsim_run_takes_the_models_time_step_and_end_time_unless_given(monkeypatch, capsys, args, dt, duration, note):
     from mbsim_ros.ros import world
-    monkeypatch.setattr(world, "load_models", lambda paths, floating_base=False: ([rig(settings=SETTINGS)], []))
+    monkeypatch.setattr(world, "load_models", lambda paths, floating_base=False, z_up=False: ([rig(settings=SETTINGS)], []))
     assert main(["run", *args, "--transport", "none", "--rtf", "0", "--hold", "0", "--quiet"]) == 0
     out, err = capsys.readouterr()
     n = int(round(duration / dt))

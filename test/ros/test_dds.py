@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import subprocess_env
 
 from mbsim_ros.ros import messages as m
 from mbsim_ros.ros import qos
@@ -53,7 +54,7 @@ class Helper:
     """dds_subscriber.py as a child process whose stdout lines are read by a thread."""
 
     def __init__(self, *args, config=LOOPBACK_URI):
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("ROS_", "CYCLONEDDS"))}
+        env = {k: v for k, v in subprocess_env().items() if not k.startswith(("ROS_", "CYCLONEDDS"))}
         env["CYCLONEDDS_URI"] = config
         self.proc = subprocess.Popen([sys.executable, str(HELPER), *map(str, args)], cwd=HERE,
                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

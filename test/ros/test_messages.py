@@ -3,6 +3,7 @@ import math
 
 import numpy as np
 import pytest
+from conftest import subprocess_env
 
 from mbsim_ros.ros import messages as m
 
@@ -327,5 +328,6 @@ def test_package_import_is_light():
     code = ("import sys, mbsim_ros.ros, mbsim_ros.ros.qos, mbsim_ros.ros.transport; "
             "bad = [k for k in ('rosbags', 'cyclonedds', 'rclpy') if k in sys.modules]; "
             "print(bad); sys.exit(1 if bad else 0)")
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         env=subprocess_env())
     assert res.returncode == 0, res.stdout + res.stderr

@@ -239,3 +239,91 @@ def test_agg_canvas(bag):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     fig, _ = make_figure(bag, [LEFT])
     assert type(fig.canvas) is FigureCanvasAgg
+
+
+# -- robust y limits (issue 19: the landing spike flattened every trace) -------------------------
+from mbsim_ros.ros.plot import robust_limits      # noqa: E402
+
+
+def test_robust_limits_keep_smooth_data_whole():
+    y = np.sin(np.linspace(0, 6, 500))
+    lo, hi, clipped = robust_limits(y)
+    assert not clipped and lo < y.min() and hi > y.max()
+    assert hi - lo == pytest.approx((y.max() - y.min()) * (1 + 2 * 0.08))
+    lo, hi, clipped = robust_limits(np.full(10, 9.8))          # a constant: a band around it
+    assert not clipped and lo < 9.8 < hi
+    assert robust_limits([np.nan, np.inf]) is None
+
+
+def test_robust_limits_leave_out_a_spike():
+    rng = np.random.default_rng(0)
+    y = 9.8 + 0.01 * rng.standard_normal(2000)
+    y[30:33] = [120.0, 324.0, 50.0]                               # a landing: 3 samples of 2000
+    lo, hi, clipped = robust_limits(y)
+    bulk = y[33:]
+    assert clipped and lo < bulk.min() and hi > bulk.max() and hi < 10.0
+
+
+def _spiky_bag(path):
+    t = 0.001 * np.arange(1000)
+    with BagTransport(path) as b:
+        h = b.advertise(ACCEL, m.IMU, qos.SENSOR)
+        js = b.advertise(JOINTS, m.JOINT_STATE, qos.DEFAULT)
+        names = [f"LLEG_J{k}" for k in range(6)] + [f"RLEG_J{k}" for k in range(6)] + ["WAIST_P", "WAIST_R"]
+        for k, s in enumerate(t):
+            z = 324.0 if k == 30 else (0.0 if k < 30 else 9.8 + 0.05 * np.sin(20 * s))
+            b.publish(h, m.imu(s, "WaistAccelSensor", accel=(0.0, 0.1 * np.sin(s), z), accel_variance=(1e-4,) * 3),
+                      k)
+            b.publish(js, m.joint_state(s, names, 0.01 * np.arange(len(names)) * np.sin(s)), k)
+    return path, t
+
+
+def test_a_spike_does_not_flatten_the_traces_and_is_marked(tmp_path):
+    path, t = _spiky_bag(tmp_path / "spiky")
+    fig, _ = make_figure(path, [ACCEL])
+    ax = fig.axes[0]
+    lo, hi = ax.get_ylim()
+    assert hi < 11.0 and lo < 0.0                       # 0 (falling) and 9.8 (standing) shown, 324 not
+    title = ax.get_title(loc="left")
+    assert "1 sample beyond the axis" in title and "extreme 324" in title and "t = 0.03 s" in title
+    marks = ax.collections
+    assert len(marks) == 1
+    np.testing.assert_allclose(marks[0].get_offsets(), [[0.03, hi]], atol=1e-12)
+    _check(_lines(ax)[f"{ACCEL} z"], t, [324.0 if k == 30 else (0.0 if k < 30 else 9.8 + 0.05 * np.sin(20 * s))
+                                         for k, s in enumerate(t)])     # the data themselves are whole
+
+
+def test_joints_are_chosen_by_name_or_pattern_with_a_legend(tmp_path):
+    path, _ = _spiky_bag(tmp_path / "spiky")
+    fig, _ = make_figure(path, [JOINTS])
+    ax, = fig.axes
+    assert len(ax.get_lines()) == 14 and ax.get_legend() is None
+    assert "14 joints: too many for a legend; choose some with --joints" in ax.get_title(loc="left")
+    fig, _ = make_figure(path, [JOINTS], joints=["LLEG_*", "WAIST_P"])
+    ax, = fig.axes
+    expected = [f"LLEG_J{k}" for k in range(6)] + ["WAIST_P"]
+    assert sorted(_lines(ax)) == sorted(expected)
+    assert sorted(x.get_text() for x in ax.get_legend().get_texts()) == sorted(expected)
+    with pytest.raises(ValueError, match="no joint ARM_\\*, NOPE") as e:
+        make_figure(path, [JOINTS], joints=["ARM_*", "NOPE", "WAIST_R"])
+    assert "LLEG_J0" in str(e.value)
+
+
+def test_the_figure_format_follows_the_file_name(bag, tmp_path):
+    plot_bag(bag, tmp_path / "p.jpg", [LEFT])
+    assert (tmp_path / "p.jpg").read_bytes()[:3] == b"\xff\xd8\xff"
+    plot_bag(bag, tmp_path / "p.pdf", [LEFT])
+    assert (tmp_path / "p.pdf").read_bytes()[:5] == b"%PDF-"
+    with pytest.raises(ValueError, match="p.bmp: expected a file ending in .png"):
+        plot_bag(bag, tmp_path / "p.bmp", [LEFT])
+    assert not (tmp_path / "p.bmp").exists()
+
+
+def test_mbsim_plot_joints_option(tmp_path, capsys):
+    from mbsim_ros import cli
+    path, _ = _spiky_bag(tmp_path / "spiky")
+    assert cli.main(["plot", str(path), "-o", str(tmp_path / "legs.png"), "--joints", "RLEG_*"]) == 0
+    assert _png_size(tmp_path / "legs.png") == (1100, 250 * 2 + 50)
+    assert cli.main(["plot", str(path), "-o", str(tmp_path / "x.png"), "--joints", "ARM_*"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no joint ARM_*" in err[0]

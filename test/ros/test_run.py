@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from conftest import subprocess_env
 from lxml import etree
 
 from mbsim_ros.cli import main
@@ -151,7 +152,7 @@ def test_the_laser_scan_and_camera_info_follow_the_sensor(recorded):
 @pytest.mark.skipif(helpers is None, reason="cyclonedds (python) not installed")
 def test_dds_run_reaches_a_plain_cyclonedds_subscriber_in_another_process(helpers, domain):
     from test_dds import LOOPBACK_URI
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ROS_", "CYCLONEDDS"))}
+    env = {k: v for k, v in subprocess_env().items() if not k.startswith(("ROS_", "CYCLONEDDS"))}
     env.update(ROS_DOMAIN_ID=str(domain), CYCLONEDDS_URI=LOOPBACK_URI)
     sub = helpers("--domain", domain, "--timeout", 60, "--count", 3, "/SR1/joint_states:joint_state",
                   "/SR1/WaistAccelSensor:imu", "/SR1/LeftCamera/image_raw:image")
@@ -220,6 +221,8 @@ def test_joint_commands_track_a_position_with_the_pd_gains():
     ([], "sensors:\n  NoSuchSensor: {rate: 10}\n", "unknown sensor(s) NoSuchSensor"),
     ([], "dt: [0.001\n", "not valid YAML"),
     ([], "dtt: 0.001\n", "unknown setting 'dtt'"),
+    (["--realtime-priority", "100"], None, "realtime_priority must be a whole number 0..99"),
+    ([], "cpu: 1.5\n", "cpu must be a whole number >= 0"),
 ])
 def test_bad_input_ends_with_one_clear_line_and_status_2(tmp_path, capsys, args, config_text, message):
     extra = []

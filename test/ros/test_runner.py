@@ -218,7 +218,44 @@ def test_lateness_statistics_cover_a_fixed_window_of_recent_steps(sim):
     for s in (whole, recent):
         assert s["steps"] == 200 and s["overruns"] >= 1
         assert 0 <= s["lateness_mean_ms"] <= s["lateness_max_ms"]
-        assert s["lateness_p99_ms"] <= s["lateness_max_ms"]
+        assert s["lateness_p50_ms"] <= s["lateness_p99_ms"] <= s["lateness_max_ms"]
+    # the histogram counts every step of the window once; the stall's steps are in ">=2ms"
+    counts = dict(item.split(":") for item in whole["lateness_histogram"].split())
+    assert list(counts) == ["<0.1ms", "0.1-0.5ms", "0.5-1ms", "1-2ms", ">=2ms"]
+    assert sum(map(int, counts.values())) == 200 and int(counts[">=2ms"]) >= 1
+    counts = dict(item.split(":") for item in recent["lateness_histogram"].split())
+    assert sum(map(int, counts.values())) == 64
+
+
+def test_realtime_priority_is_applied_or_the_run_says_why(sim):
+    """SCHED_FIFO when this process may use it (root with CAP_SYS_NICE, an rtprio limit), else
+    a clear status naming what is missing; the run goes on either way."""
+    import os
+    seen = {}
+
+    def on_step(s):
+        seen["policy"] = os.sched_getscheduler(0)
+    before = os.sched_getscheduler(0)
+    r = Runner(sim, rtf=0, realtime_priority=1, on_step=on_step)
+    s = r.run(0.01)
+    assert s["steps"] == 10
+    assert os.sched_getscheduler(0) == before          # restored after the run
+    if r.os_status.startswith("SCHED_FIFO"):
+        assert seen["policy"] == os.SCHED_FIFO
+    else:
+        assert "not permitted" in r.os_status or "not available" in r.os_status
+        assert seen["policy"] != os.SCHED_FIFO
+
+
+def test_cpu_pins_the_physics_thread(sim):
+    import os
+    core = min(os.sched_getaffinity(0))
+    seen = {}
+    before = os.sched_getaffinity(0)
+    r = Runner(sim, rtf=0, cpu=core, on_step=lambda s: seen.setdefault("cpus", os.sched_getaffinity(0)))
+    r.run(0.005)
+    assert seen["cpus"] == {core} and r.os_status == f"pinned to cpu {core}"
+    assert os.sched_getaffinity(0) == before            # restored after the run
 
 
 def test_chunk_steps_several_at_once(sim):
@@ -242,7 +279,8 @@ def test_exceptions_in_the_loop_propagate(sim):
 
 @pytest.mark.parametrize("kwargs, message", [
     (dict(rtf=-1), "rtf"), (dict(rtf=float("nan")), "rtf"), (dict(policy="eager"), "policy"),
-    (dict(chunk=0), "chunk"), (dict(spin=-1), "spin"),
+    (dict(chunk=0), "chunk"), (dict(spin=-1), "spin"), (dict(realtime_priority=100), "realtime_priority"),
+    (dict(realtime_priority=1.5), "realtime_priority"), (dict(cpu=-1), "cpu"),
 ])
 def test_bad_arguments_say_what_was_expected(sim, kwargs, message):
     with pytest.raises(ValueError, match=message):

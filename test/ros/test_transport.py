@@ -3,8 +3,8 @@ import pytest
 
 from mbsim_ros.ros import messages as m
 from mbsim_ros.ros import qos
-from mbsim_ros.ros.transport import (FanoutTransport, NullTransport, check_topic, rclpy_available,
-                                     transport_for)
+from mbsim_ros.ros.transport import FanoutTransport, NullTransport, check_topic
+from mbsim_ros.ros.transport_choice import rclpy_missing, transport_for
 
 
 @pytest.mark.parametrize("name", ["/imu", "/sr1/imu", "/a_b/c9/_d", "/robot_description"])
@@ -92,7 +92,7 @@ def test_transport_for():
         assert t.kind == "dds" and t.domain_id == 201 and t.discovery_range == "OFF"
     finally:
         t.close()
-    if not rclpy_available():
+    if rclpy_missing() is not None:
         t = transport_for("auto", domain_id=202, env={"ROS_AUTOMATIC_DISCOVERY_RANGE": "OFF"})
         try:
             assert t.kind == "dds"

@@ -1,0 +1,145 @@
+"""Where models start: overlaps between models at the current state, the lowest collision point
+of a model, and lowering a floating model onto what is below it (`--on-ground`)."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import kernels
+from .collision import collide_kernel, contacts_list
+
+
+def overlaps(sim, min_depth: float = 1e-3):
+    """[(link a, link b, deepest penetration in m, contacts)] of the link pairs of different
+    models that interpenetrate by more than min_depth at the current state, deepest first."""
+    c, g = sim.compiled, sim.geoms
+    df, d = c.new_data()
+    kernels.kinematics_kernel(c.tf, c.ti, df, sim.q, sim.v)
+    cf, ci, contacts = g.new_workspace()
+    n = collide_kernel(g.gf, g.gi, cf, ci, d.link_R, d.link_p, 0.0)
+    model_of = np.zeros(len(c.link_names), dtype=np.int64)
+    for k, (first, _, _) in enumerate(c.offsets):
+        model_of[first:] = k
+    index = {name: k for k, name in enumerate(c.link_names)}
+    pairs = {}
+    for con in contacts_list(g, contacts, n):
+        a, b = con["link_a"], con["link_b"]
+        if model_of[index[a]] == model_of[index[b]] or con["depth"] <= min_depth:
+            continue
+        key = (a, b)
+        depth, count = pairs.get(key, (0.0, 0))
+        pairs[key] = (max(depth, con["depth"]), count + 1)
+    return sorted(((a, b, depth, count) for (a, b), (depth, count) in pairs.items()), key=lambda x: -x[2])
+
+
+def overlap_notes(sim, entities=None, min_depth: float = 1e-3):
+    """One line per pair of models that start inside each other by more than min_depth (only
+    pairs involving `entities`, default all), naming the links, deepest first."""
+    c = sim.compiled
+    entity_of = {}
+    for k, (first, _, _) in enumerate(c.offsets):
+        for name in c.link_names[first:first + len(sim.models[k].links)]:
+            entity_of[name] = sim.entities[k]
+    groups = {}
+    for a, b, depth, count in overlaps(sim, min_depth):
+        ea, eb = entity_of[a], entity_of[b]
+        if entities is not None and ea not in entities and eb not in entities:
+            continue
+        groups.setdefault((ea, eb), []).append(f"{a} and {b} {depth * 1e3:.1f} mm")
+    return [f"{ea} and {eb} start inside each other: links {'; '.join(pairs)}; they will be pushed apart "
+            "violently (place the model with a pose, or --on-ground for a floating robot)"
+            for (ea, eb), pairs in groups.items()]
+
+
+def _support(shape, T, direction):
+    """The point of a collision shape (at world pose T) farthest along `direction`; None for a
+    plane or a mesh without vertices."""
+    R, p = T[:3, :3], T[:3, 3]
+    d = np.asarray(direction, float)
+    kind = shape.kind
+    if kind == "box":
+        half = 0.5 * np.asarray(shape.size, float)
+        return p + R @ (np.sign(R.T @ d) * half)
+    if kind == "sphere":
+        return p + shape.radius * d
+    a = R[:, 2]
+    half = 0.5 * shape.length
+    perp = d - a.dot(d) * a
+    n = np.linalg.norm(perp)
+    perp = perp / n if n > 1e-12 else np.zeros(3)
+    if kind == "capsule":
+        return p + np.sign(a.dot(d)) * half * a + shape.radius * d
+    if kind == "cylinder":
+        return p + np.sign(a.dot(d)) * half * a + shape.radius * perp
+    if kind == "cone":         # apex at +length/2
+        apex, rim = p + half * a, p - half * a + shape.radius * perp
+        return apex if apex.dot(d) >= rim.dot(d) else rim
+    if kind == "mesh" and shape.vertices is not None and len(shape.vertices):
+        V = np.asarray(shape.vertices, float) @ R.T + p
+        return V[np.argmax(V @ d)]
+    return None
+
+
+def lowest_point(sim, entity):
+    """The lowest point of entity's collision shapes at the current state (None: it has none)."""
+    low = None
+    for link in sim.model(entity).links:
+        T = sim.link_pose(f"{entity}/{link.name}")
+        for shape in link.collisions:
+            x = _support(shape, T @ shape.pose, (0.0, 0.0, -1.0))
+            if x is not None and (low is None or x[2] < low[2]):
+                low = x
+    return low
+
+
+def ground_height(sim, entity, xy):
+    """The height of the highest collision surface of the other models' links welded to the
+    world at horizontal position xy (planes at that point, other shapes whose horizontal extent
+    covers it); None when there is nothing below."""
+    c = sim.compiled
+    top = None
+    for k, (other, model) in enumerate(zip(sim.entities, sim.models)):
+        if other == entity:
+            continue
+        first = c.offsets[k][0]
+        for i, link in enumerate(model.links):
+            if c.tree.link_body[first + i] >= 0 or not link.collisions:
+                continue          # moving links are not ground
+            T = sim.link_pose(f"{other}/{link.name}")
+            for shape in link.collisions:
+                Ts = T @ shape.pose
+                if shape.kind == "plane":
+                    n, p = Ts[:3, 2], Ts[:3, 3]
+                    if n[2] < 1e-6:
+                        continue
+                    z = p[2] - (n[0] * (xy[0] - p[0]) + n[1] * (xy[1] - p[1])) / n[2]
+                else:
+                    hi = _support(shape, Ts, (0.0, 0.0, 1.0))
+                    ext = [_support(shape, Ts, e) for e in ((1, 0, 0), (-1, 0, 0), (0, 1, 0), (0, -1, 0))]
+                    if hi is None or any(e is None for e in ext):
+                        continue
+                    if not (ext[1][0] <= xy[0] <= ext[0][0] and ext[3][1] <= xy[1] <= ext[2][1]):
+                        continue
+                    z = hi[2]
+                if top is None or z > top:
+                    top = z
+    return top
+
+
+def put_on_ground(sim, entity):
+    """Lower (or raise) a model with a free root so that its lowest collision point touches what
+    is below it (height 0 when nothing is). Returns the height change, or None for a model
+    without a free root or without collision shapes."""
+    model = sim.model(entity)
+    roots = [j for j in model.joints if j.parent is None]
+    if len(roots) != 1 or roots[0].type != "free":
+        return None
+    low = lowest_point(sim, entity)
+    if low is None:
+        return None
+    ground = ground_height(sim, entity, low[:2])
+    dz = (0.0 if ground is None else ground) - low[2]
+    root = sim.root_link(entity)
+    T = sim.link_pose(root if "/" in root else f"{entity}/{root}")
+    T[2, 3] += dz
+    sim.set_root_pose(entity, T)
+    return dz

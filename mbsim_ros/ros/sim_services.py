@@ -1,0 +1,449 @@
+"""simulation_interfaces (the ROS 2 simulator standard) as a thin translation into Session calls.
+
+Transport-independent: every method takes plain request fields and returns plain data with a
+result code of simulation_interfaces/msg/Result (or a service's own code); node.py fills the
+rosidl responses from them. Constants are the package's (mbsim_ros/data/interfaces).
+
+Entities are the models, by their entity names (Simulation.model_names). GetEntityState also
+takes "<model>/<link>" for any link (the model's root link for "<model>"). Poses, twists and
+accelerations are in the world frame (header.frame_id "world"): the twist of a link is the
+world-frame linear velocity of its origin and its world-frame angular velocity (common_interfaces'
+convention), the acceleration the classical one of its origin over the last step
+(Simulation.link_pose, link_twist, link_acceleration).
+SetEntityState's pose and twist are those of the model's root link in a frame: "" or "world", or
+another entity ("<model>" or "<model>/<link>"), whose current pose and velocity they are relative
+to. A model with a free root is teleported; another is moved rigidly (its world frame), without
+a twist.
+SpawnEntity loads a file URI (file://, package://, a path) or a resource string in any of our
+formats (spawn_formats) and adds it between steps (Session.spawn: topics, TF, description like a
+model loaded at start); a URDF's root link floats (a free joint), as Gazebo spawns URDF robots;
+entity_namespace is not supported (NAMESPACE_INVALID unless empty).
+
+Simulation states: playing (the runner paces), paused, stopped (a reset to t = 0, then paused:
+what a STOPPED request does; play or step leave it), quitting (the node shuts down).
+"""
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+
+import numpy as np
+
+from ..model import ModelError
+from ..model.transforms import inverse_transform, make_transform, matrix_to_quat, quat_to_matrix
+
+# simulation_interfaces/msg/Result
+FEATURE_UNSUPPORTED, OK, NOT_FOUND, INCORRECT_STATE, OPERATION_FAILED = 0, 1, 2, 3, 4
+# simulation_interfaces/msg/SimulationState
+STOPPED, PLAYING, PAUSED, QUITTING = 0, 1, 2, 3
+# SetSimulationState response codes
+ALREADY_IN_TARGET_STATE, STATE_TRANSITION_ERROR, INCORRECT_TRANSITION = 101, 102, 103
+# SpawnEntity response codes
+(NAME_NOT_UNIQUE, NAME_INVALID, UNSUPPORTED_FORMAT, NO_RESOURCE, NAMESPACE_INVALID, RESOURCE_PARSE_ERROR,
+ MISSING_ASSETS, UNSUPPORTED_ASSETS, INVALID_POSE) = range(101, 110)
+SET_INVALID_POSE = 101                       # SetEntityState's INVALID_POSE
+# ResetSimulation scopes
+SCOPE_DEFAULT, SCOPE_TIME, SCOPE_STATE, SCOPE_SPAWNED, SCOPE_ALL = 0, 1, 2, 4, 255
+# simulation_interfaces/msg/EntityCategory
+CATEGORY_OBJECT, CATEGORY_ROBOT, CATEGORY_STATIC_OBJECT = 0, 1, 5
+# simulation_interfaces/msg/SimulatorFeatures
+F = dict(SPAWNING=0, DELETING=1, ENTITY_CATEGORIES=8, SPAWNING_RESOURCE_STRING=9, ENTITY_STATE_GETTING=10,
+         ENTITY_STATE_SETTING=11, ENTITY_INFO_GETTING=12, SPAWNABLES=14, SIMULATION_RESET=20,
+         SIMULATION_RESET_TIME=21, SIMULATION_RESET_STATE=22, SIMULATION_RESET_SPAWNED=23,
+         SIMULATION_STATE_GETTING=24, SIMULATION_STATE_SETTING=25, SIMULATION_STATE_PAUSE=26,
+         STEP_SIMULATION_SINGLE=31, STEP_SIMULATION_MULTIPLE=32, STEP_SIMULATION_ACTION=33)
+
+# file extension -> the format name spawn_formats lists
+SPAWN_FORMATS = {".urdf": "urdf", ".wrl": "vrml", ".osim": "osim", ".yaml": "chrono_yaml", ".yml": "chrono_yaml"}
+
+
+class SimulationInterfaces:
+    """The services over `session` (ros/session.py). quit(): what STATE_QUITTING does (the node
+    shuts down); None: quitting is refused. spawnable_dirs: folders whose model files
+    GetSpawnables lists besides the bundled models."""
+
+    def __init__(self, session, quit=None, spawnable_dirs=()):
+        self.session = session
+        self.runner = session.runner
+        self.quit = quit
+        self.stopped = False                 # reset and paused by a STOPPED request, not stepped since
+        self.initial = list(session.sim.model_names)     # what ResetSimulation's SCOPE_SPAWNED keeps
+        self.spawnable_dirs = list(spawnable_dirs)
+
+    @property
+    def sim(self):
+        return self.session.sim
+
+    def _physics(self, fn):
+        """fn() in the physics thread between steps (Session.between_steps)."""
+        return self.session.between_steps(fn)
+
+    # -- features ----------------------------------------------------------------------------
+    def can_spawn(self):
+        return hasattr(self.sim, "add_model") and hasattr(self.session, "spawn")
+
+    def can_delete(self):
+        return hasattr(self.sim, "remove_model") and hasattr(self.session, "delete")
+
+    def features(self):
+        """(feature codes, spawn formats, custom info): exactly what this node does."""
+        names = ["ENTITY_CATEGORIES", "ENTITY_STATE_GETTING", "ENTITY_STATE_SETTING", "ENTITY_INFO_GETTING",
+                 "SIMULATION_RESET", "SIMULATION_RESET_TIME", "SIMULATION_RESET_STATE",
+                 "SIMULATION_STATE_GETTING", "SIMULATION_STATE_SETTING", "SIMULATION_STATE_PAUSE",
+                 "STEP_SIMULATION_SINGLE", "STEP_SIMULATION_MULTIPLE", "STEP_SIMULATION_ACTION"]
+        if self.can_spawn():
+            names += ["SPAWNING", "SPAWNING_RESOURCE_STRING", "SPAWNABLES"]
+        if self.can_delete():
+            names += ["DELETING", "SIMULATION_RESET_SPAWNED"]
+        formats = sorted(set(SPAWN_FORMATS.values())) if self.can_spawn() else []
+        return sorted(F[n] for n in names), formats, (
+            "mbsim_ros: entities are models; GetEntityState also takes <model>/<link>; "
+            "ResetSimulation resets time and state together; no entity namespaces")
+
+    # -- simulation state --------------------------------------------------------------------
+    def state(self):
+        if self.stopped:
+            return STOPPED
+        return PAUSED if self.runner.paused else PLAYING
+
+    def set_state(self, target):
+        """(code, message) of a SetSimulationState request."""
+        current = self.state()
+        if target == current:
+            return ALREADY_IN_TARGET_STATE, f"already in state {target}"
+        if target == PLAYING:
+            self.stopped = False
+            self.runner.resume()
+            return OK, "playing"
+        if target == PAUSED:
+            if current == STOPPED:
+                return INCORRECT_TRANSITION, "the simulation is stopped: play it (or step it) first"
+            if not self.runner.pause(wait=True, timeout=10.0):
+                return STATE_TRANSITION_ERROR, "the simulation did not pause within 10 s"
+            return OK, "paused"
+        if target == STOPPED:
+            if not self.runner.pause(wait=True, timeout=10.0):
+                return STATE_TRANSITION_ERROR, "the simulation did not pause within 10 s"
+            self._reset()
+            self.stopped = True
+            return OK, "stopped: reset to t = 0 and paused"
+        if target == QUITTING:
+            if self.quit is None:
+                return FEATURE_UNSUPPORTED, "quitting is not offered here"
+            self.runner.pause()
+            self.quit()
+            return OK, "quitting"
+        return FEATURE_UNSUPPORTED, f"state {target}: expected 0 (stopped), 1 (playing), 2 (paused) or 3 (quitting)"
+
+    # -- stepping -------------------------------------------------------------------------------
+    def step(self, steps, feedback=None, cancelled=None, chunk=None):
+        """(code, message) of StepSimulation / SimulateSteps: `steps` steps from a paused state,
+        then paused again. feedback(completed, remaining) after each chunk of steps (default: one
+        step with feedback, as SimulateSteps gives it after each step; all at once without);
+        cancelled() checked between chunks (then OPERATION_FAILED)."""
+        steps = int(steps)
+        if self.state() == PLAYING:
+            return OPERATION_FAILED, "the simulation is playing: pause it first (SetSimulationState)"
+        if steps < 1:
+            return OPERATION_FAILED, f"steps must be >= 1, got {steps}"
+        self.stopped = False
+        chunk = chunk or (1 if feedback is not None or cancelled is not None else steps)
+        done = 0
+        while done < steps:
+            if cancelled is not None and cancelled():
+                return OPERATION_FAILED, f"cancelled after {done} of {steps} steps"
+            n = min(chunk, steps - done)
+            if not self.runner.step_once(n, wait=True, timeout=max(10.0, 0.05 * n)):
+                return OPERATION_FAILED, f"the simulation did not take {n} steps (after {done} of {steps})"
+            done += n
+            if feedback is not None:
+                feedback(done, steps - done)
+        return OK, f"t = {self.sim.t:.6f} s"
+
+    # -- reset --------------------------------------------------------------------------------
+    def _reset(self):
+        """Time and state to the start (Session.reset, in the physics thread), and wait for it."""
+        self.session.reset()
+        self._physics(lambda: None)
+
+    def reset(self, scope):
+        """(code, message) of ResetSimulation. Time and state are reset together (the one reset
+        the Simulation has): a scope with one of them and not the other is unsupported."""
+        scope = SCOPE_ALL if scope == SCOPE_DEFAULT else int(scope)
+        time_, state, spawned = bool(scope & SCOPE_TIME), bool(scope & SCOPE_STATE), bool(scope & SCOPE_SPAWNED)
+        if time_ != state:
+            return FEATURE_UNSUPPORTED, "time and state reset together here: give both SCOPE_TIME and SCOPE_STATE"
+        if spawned:
+            extra = [n for n in self.entity_names() if n not in self.initial]
+            if extra and not self.can_delete():
+                return FEATURE_UNSUPPORTED, "this simulation cannot remove models"
+            for name in extra:
+                self.session.delete(name)
+        if time_:
+            self._reset()
+        self.stopped = False
+        return OK, "reset"
+
+    # -- entities -----------------------------------------------------------------------------
+    def entity_names(self):
+        return self.sim.model_names
+
+    @staticmethod
+    def category(model):
+        """STATIC_OBJECT without degrees of freedom; ROBOT with a moving joint below its root;
+        OBJECT otherwise (a free body)."""
+        if model.nv == 0:
+            return CATEGORY_STATIC_OBJECT
+        if any(j.parent is not None and j.type != "fixed" for j in model.joints):
+            return CATEGORY_ROBOT
+        return CATEGORY_OBJECT
+
+    def entities(self, pattern="", categories=(), tags=(), bounds_type=0):
+        """(code, message, names) of GetEntities: names matching the regular expression
+        `pattern` (searched), of any of `categories`. Tags and bounds filters are unsupported."""
+        if tags:
+            return FEATURE_UNSUPPORTED, "entities have no tags here", []
+        if bounds_type:
+            return FEATURE_UNSUPPORTED, "bounds filters are not supported", []
+        try:
+            rx = re.compile(pattern or "")
+        except re.error as e:
+            return OPERATION_FAILED, f"filter {pattern!r} is not a regular expression: {e}", []
+        sim = self.sim
+        names = [n for n in sim.model_names if rx.search(n)
+                 and (not categories or self.category(sim.model(n)) in categories)]
+        return OK, "", names
+
+    def entity_info(self, name):
+        """(code, message, (category, description, tags))."""
+        if name not in self.entity_names():
+            return NOT_FOUND, self._unknown(name), None
+        model = self.sim.model(name)
+        joints = sum(1 for j in model.joints if j.type != "fixed")
+        return OK, "", (self.category(model), f"{model.name}: {len(model.links)} links, {joints} moving joints", [])
+
+    def _unknown(self, name):
+        return f"no entity {name!r}; entities: {', '.join(self.entity_names())}"
+
+    def _link(self, name):
+        """The world name of "<model>" (its root link) or "<model>/<link>"; KeyError."""
+        sim = self.sim
+        if name in sim.model_names:
+            return sim.root_link(name)
+        if "/" not in name:
+            raise KeyError(name)
+        return sim.world_name("link", name)
+
+    def _kinematics(self, link):
+        """(T 4x4, twist 6, acceleration 6) of a link in the world (physics thread)."""
+        sim = self.sim
+        return sim.link_pose(link), sim.link_twist(link), sim.link_acceleration(link)
+
+    def entity_state(self, name):
+        """(code, message, state) of GetEntityState; state: dict(stamp, frame, position,
+        orientation (x, y, z, w), linear, angular, linear_acceleration, angular_acceleration)."""
+        try:
+            link = self._link(name)
+        except KeyError:
+            return NOT_FOUND, self._unknown(name), None
+        T, twist, acc, t = self._physics(lambda: self._kinematics(link) + (self.sim.t,))
+        return OK, "", dict(stamp=t, frame="world", position=T[:3, 3].copy(), orientation=matrix_to_quat(T[:3, :3]),
+                            linear=twist[:3], angular=twist[3:], linear_acceleration=acc[:3],
+                            angular_acceleration=acc[3:])
+
+    def entities_states(self, pattern="", categories=(), tags=(), bounds_type=0):
+        code, message, names = self.entities(pattern, categories, tags, bounds_type)
+        if code != OK:
+            return code, message, [], []
+        states = [self.entity_state(n)[2] for n in names]
+        return OK, "", names, states
+
+    def _frame(self, frame):
+        """(T, twist) of a reference frame name in the world (physics thread); KeyError."""
+        if frame in ("", "world"):
+            return np.eye(4), np.zeros(6)
+        T, twist, _ = self._kinematics(self._link(frame))
+        return T, twist
+
+    def set_entity_state(self, name, frame, position, orientation, linear, angular):
+        """(code, message) of SetEntityState: the pose and twist of the model's root link,
+        relative to `frame`. A free root is teleported (Simulation.set_root_pose, set_root_twist);
+        another model is moved rigidly (Session.set_model_pose), which takes no twist."""
+        if "/" in name:
+            return OPERATION_FAILED, f"{name!r}: only a model's root can be set (give the model's name)"
+        if name not in self.entity_names():
+            return NOT_FOUND, self._unknown(name)
+        twist = np.concatenate([np.asarray(linear, float), np.asarray(angular, float)])
+        quat, pos = np.asarray(orientation, float), np.asarray(position, float)
+        norm = float(np.linalg.norm(quat))
+        if not (np.all(np.isfinite(pos)) and np.all(np.isfinite(quat)) and abs(norm - 1.0) < 1e-3):
+            return SET_INVALID_POSE, (f"pose of {name!r}: a finite position and a unit quaternion (x, y, z, w) "
+                                      f"expected, got {pos.tolist()} and {quat.tolist()} (norm {norm:.6g})")
+        if not np.all(np.isfinite(twist)):
+            return OPERATION_FAILED, f"twist of {name!r} must be finite, got {twist.tolist()}"
+        model = self.sim.model(name)
+        roots = [j for j in model.joints if j.parent is None]
+        free = len(roots) == 1 and roots[0].type == "free"
+        if not free and np.any(twist != 0):
+            return OPERATION_FAILED, (f"{name!r} has no free root joint: it can be moved (a pose) but not "
+                                      "given a twist")
+
+        def reference():
+            T_ref, twist_ref = self._frame(frame)
+            T_link = T_ref @ make_transform(quat_to_matrix(quat / norm), pos)
+            R_ref = T_ref[:3, :3]
+            w = twist_ref[3:] + R_ref @ twist[3:]
+            v = twist_ref[:3] + np.cross(twist_ref[3:], T_link[:3, 3] - T_ref[:3, 3]) + R_ref @ twist[:3]
+            return T_link, np.concatenate([v, w])
+        try:
+            T_link, world_twist = self._physics(reference)
+        except KeyError:
+            return NOT_FOUND, f"reference frame {frame!r}: " + self._unknown(frame)
+        try:
+            if free:
+                def teleport():
+                    self.sim.set_root_pose(name, T_link)
+                    self.sim.set_root_twist(name, world_twist)
+                self._physics(teleport)
+            else:
+                # the model's world frame moves so that its root link lands at T_link
+                T_root = self._physics(lambda: self.sim.link_pose(self.sim.root_link(name)))
+                placement = self.sim.model_pose(name)
+                self.session.set_model_pose(name, T_link @ inverse_transform(T_root) @ placement)
+        except ValueError as e:
+            return OPERATION_FAILED, str(e)
+        return OK, ""
+
+    # -- spawning -----------------------------------------------------------------------------
+    def spawnables(self):
+        """(code, message, [(uri, description)]): the model files in the bundled models folder and
+        the configured folders."""
+        if not self.can_spawn():
+            return FEATURE_UNSUPPORTED, "this simulation cannot add models", []
+        from .world import DATA
+        out = []
+        for folder in [DATA] + self.spawnable_dirs:
+            for entry in sorted(os.listdir(folder)) if os.path.isdir(folder) else ():
+                if os.path.splitext(entry)[1].lower() in SPAWN_FORMATS:
+                    path = os.path.join(folder, entry)
+                    out.append(("file://" + os.path.abspath(path), f"{SPAWN_FORMATS[os.path.splitext(entry)[1].lower()]} model"))
+        return OK, "", out
+
+    def _load(self, uri, resource_string):
+        """(Model or None, code, message) from a URI (file://, package://, a path) or a resource
+        string in any of our formats."""
+        from ..formats import load_model
+        if uri:
+            path = resolve_uri(uri)
+            if isinstance(path, tuple):
+                return None, *path
+        else:
+            suffix = guess_suffix(resource_string)
+            if suffix is None:
+                return None, UNSUPPORTED_FORMAT, ("resource_string is none of " + ", ".join(sorted(set(SPAWN_FORMATS.values())))
+                                                  + " (by its content)")
+            fd, path = tempfile.mkstemp(suffix=suffix, prefix="mbsim_spawn_")
+            with os.fdopen(fd, "w") as f:
+                f.write(resource_string)
+        ext = os.path.splitext(path)[1].lower()
+        if ext not in SPAWN_FORMATS and ext != ".xml":
+            return None, UNSUPPORTED_FORMAT, f"{uri}: unknown model format {ext!r}; spawn_formats: " + \
+                ", ".join(sorted(set(SPAWN_FORMATS.values())))
+        try:
+            return load_model(path, floating_base=True), OK, ""
+        except (ModelError, OSError, ValueError) as e:
+            return None, RESOURCE_PARSE_ERROR, str(e)
+        finally:
+            if not uri:
+                os.unlink(path)
+
+    def spawn(self, name, allow_renaming, uri, resource_string, namespace, frame, position, orientation):
+        """(code, message, entity name) of SpawnEntity."""
+        if not self.can_spawn():
+            return FEATURE_UNSUPPORTED, "this simulation cannot add models", ""
+        if not uri and not resource_string:
+            return NO_RESOURCE, "both uri and resource_string are empty", ""
+        if namespace:
+            return NAMESPACE_INVALID, "entity_namespace is not supported: leave it empty", ""
+        if name and ("/" in name or name != name.strip()):
+            return NAME_INVALID, f"name {name!r}: a name without '/' or surrounding spaces expected", ""
+        quat, pos = np.asarray(orientation, float), np.asarray(position, float)
+        norm = float(np.linalg.norm(quat))
+        if not (np.all(np.isfinite(pos)) and np.all(np.isfinite(quat)) and abs(norm - 1.0) < 1e-3):
+            return INVALID_POSE, f"initial_pose: a unit quaternion (x, y, z, w) expected, got {quat.tolist()}", ""
+        model, code, message = self._load(uri, resource_string)
+        if model is None:
+            return code, message, ""
+        name = name or model.name
+        taken = set(self.entity_names())
+        if name in taken:
+            if not allow_renaming:
+                return NAME_NOT_UNIQUE, f"an entity named {name!r} exists (allow_renaming is false)", ""
+            k = 1
+            while f"{name}_{k}" in taken:
+                k += 1
+            name = f"{name}_{k}"
+        try:
+            T_ref = self._physics(lambda: self._frame(frame)[0])
+        except KeyError:
+            return INVALID_POSE, f"initial_pose frame {frame!r}: " + self._unknown(frame), ""
+        T = T_ref @ make_transform(quat_to_matrix(quat / norm), pos)
+        try:
+            spawned = self.session.spawn(model, name=name, pose=T)
+        except (ModelError, ValueError) as e:
+            return OPERATION_FAILED, str(e), ""
+        return OK, "", spawned
+
+    def delete(self, name):
+        """(code, message) of DeleteEntity."""
+        if not self.can_delete():
+            return FEATURE_UNSUPPORTED, "this simulation cannot remove models"
+        if name not in self.entity_names():
+            return NOT_FOUND, self._unknown(name)
+        if len(self.sim.models) == 1:
+            return OPERATION_FAILED, f"{name!r} is the last model: a simulation needs one"
+        try:
+            self.session.delete(name)
+        except (KeyError, ValueError) as e:
+            return OPERATION_FAILED, str(e)
+        return OK, ""
+
+
+def resolve_uri(uri):
+    """A local path for file://, package:// (through the ament index) or a plain path; or
+    (code, message) when it cannot be had."""
+    if uri.startswith("file://"):
+        path = uri[len("file://"):]
+    elif uri.startswith("package://"):
+        package, _, rest = uri[len("package://"):].partition("/")
+        try:
+            from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
+        except ImportError:
+            return RESOURCE_PARSE_ERROR, f"{uri}: package:// needs ament_index_python (a sourced ROS 2)"
+        try:
+            path = os.path.join(get_package_share_directory(package), rest)
+        except PackageNotFoundError:
+            return RESOURCE_PARSE_ERROR, f"{uri}: no ROS package {package!r} in the ament index"
+    elif "://" in uri:
+        return UNSUPPORTED_FORMAT, f"{uri}: file://, package:// or a path expected"
+    else:
+        path = uri
+    if not os.path.isfile(path):
+        return RESOURCE_PARSE_ERROR, f"{uri}: no such file {path}"
+    return path
+
+
+def guess_suffix(text):
+    """The file extension of a model given as text, by its content."""
+    head = text.lstrip()[:4096]
+    if head.startswith("#VRML"):
+        return ".wrl"
+    if "<robot" in head:
+        return ".urdf"
+    if "<OpenSimDocument" in head:
+        return ".osim"
+    if head and not head.startswith("<"):
+        return ".yaml"
+    return None
+

@@ -1,0 +1,115 @@
+"""Cameras and range sensors: one sample from a posed scene, inline or on a worker thread.
+
+Inline (the default), Simulation renders at the step a camera or range sensor samples, so the
+reading is there right after that step. With a worker (Simulation.render_in_thread), the
+physics thread only copies the link poses (a snapshot of the sample instant) and queues the
+job; the worker renders into its own Scene (a Scene holds workspaces: one per thread) with the
+numba kernels, which release the GIL, so a 30 Hz frame costs the 1 kHz loop a few microseconds
+instead of milliseconds. The reading keeps its acquisition stamp and appears when the frame is
+done (as a real camera's frames arrive after their exposure). A device has at most MAX_IN_FLIGHT
+samples queued or rendering (a short stall of the render thread on a busy machine is caught up
+afterwards); a sample due beyond that is skipped and counted (`OpticalWorker.skipped`), so a
+renderer that cannot keep up lowers the frame rate instead of the step rate.
+"""
+from __future__ import annotations
+
+import collections
+import threading
+
+import numpy as np
+
+MAX_IN_FLIGHT = 3
+
+def sense_optical(scene, dev, stamp, dt=None):
+    """A range sensor's or camera's Reading at `stamp` from `scene` at its current poses; dt:
+    the time since the device's previous sample (None: take it from the device's schedule now)."""
+    from ..render import cast_rays, render
+    T = scene.link_transform(dev.link) @ np.asarray(dev.sensor.pose, float)
+    if dev.kind == "range":
+        n = len(dev.angles)
+        origins = np.broadcast_to(T[:3, 3], (n, 3)).copy()
+        dirs = dev.directions @ T[:3, :3].T
+        out = np.empty(n)
+        cast_rays(scene, origins, dirs, dev.range_max, out)
+        return dev.finish_range(stamp, out, dt)
+    color = depth = None
+    if dev.color:
+        color = np.empty((dev.height, dev.width) if dev.mono else (dev.height, dev.width, 3), np.uint8)
+    if dev.depth:
+        depth = np.empty((dev.height, dev.width), np.float32)
+    render(scene, T, dev.width, dev.height, dev.fov, dev.near, dev.far, color=color, depth=depth, mono=dev.mono)
+    return dev.finish_camera(stamp, color, depth, dt)
+
+
+class OpticalWorker:
+    """A thread that renders queued samples (module docstring) into its own `scene`."""
+
+    def __init__(self, scene):
+        self.scene = scene
+        self._cv = threading.Condition(threading.Lock())
+        self._jobs = collections.deque()
+        self._in_flight = collections.Counter()    # device name -> samples queued or rendering
+        self._closing = False
+        self.error = None                # the first exception a job raised (re-raised by submit)
+        self.rendered = 0
+        self.skipped = collections.Counter()
+        self._thread = threading.Thread(target=self._work, name="mbsim-render", daemon=True)
+        self._thread.start()
+
+    def submit(self, dev, stamp, link_R, link_p) -> bool:
+        """Queue a sample of dev at stamp with the link poses given (copied here). False (and
+        counted in skipped) when dev's previous sample is not done yet."""
+        if self.error is not None:
+            error, self.error = self.error, None
+            raise RuntimeError(f"rendering on the worker thread failed: {error!r}") from error
+        with self._cv:
+            if self._in_flight[dev.name] >= MAX_IN_FLIGHT:
+                self.skipped[dev.name] += 1
+                return False
+            self._in_flight[dev.name] += 1
+        dt = dev.taken(stamp)            # the schedule moves on in the physics thread, now
+        with self._cv:
+            self._jobs.append((dev, stamp, dt, link_R.copy(), link_p.copy()))
+            self._cv.notify_all()
+        return True
+
+    @property
+    def native_id(self):
+        """The worker thread's native (OS) id."""
+        return self._thread.native_id
+
+    def in_flight(self, name) -> int:
+        """How many samples of device `name` are queued or rendering."""
+        return self._in_flight[name]
+
+    def flush(self, timeout=None) -> bool:
+        """Wait until every queued sample is rendered and pushed; False on timeout."""
+        with self._cv:
+            return self._cv.wait_for(lambda: not +self._in_flight, timeout)
+
+    def close(self, timeout=10.0) -> bool:
+        """Render what is queued, then end the thread."""
+        with self._cv:
+            self._closing = True
+            self._cv.notify_all()
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def _work(self):
+        while True:
+            with self._cv:
+                while not self._jobs and not self._closing:
+                    self._cv.wait()
+                if not self._jobs:
+                    return
+                dev, stamp, dt, link_R, link_p = self._jobs.popleft()
+            try:
+                self.scene.set_link_poses(link_R, link_p)
+                dev.push(sense_optical(self.scene, dev, stamp, dt))
+                self.rendered += 1
+            except Exception as e:     # reported to the physics thread at its next submit
+                if self.error is None:
+                    self.error = e
+            with self._cv:
+                self._in_flight[dev.name] -= 1
+                self._cv.notify_all()

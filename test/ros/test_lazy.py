@@ -1,0 +1,207 @@
+"""Lazy publishing on live DDS: a sensor without a subscriber is neither sampled (rendered) nor
+serialized; it starts when a subscriber comes and stops when it goes. A bag counts as a
+subscriber to everything, so recording loses nothing. Rendering on a thread gives the same
+pixels as rendering inline. (Written against DdsTransport; the rclpy transport answers
+subscriber_count the same way through get_subscription_count.)"""
+import random
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mbsim_ros.ros import messages as m
+
+pytest.importorskip("cyclonedds", reason="cyclonedds (python) not installed")
+from mbsim_ros.ros.dds import DdsTransport  # noqa: E402
+
+LOOPBACK_URI = (Path(__file__).resolve().parent / "cyclonedds-localhost.xml").as_uri()
+
+
+def env():
+    """A fresh random domain in 100..200 on loopback (no cross-talk with other test runs)."""
+    return {"ROS_DOMAIN_ID": str(random.SystemRandom().randint(100, 200)), "CYCLONEDDS_URI": LOOPBACK_URI}
+
+
+def sr1(overrides=None):
+    from mbsim_ros.ros.config import load_config
+    from mbsim_ros.ros.session import simulation
+    from mbsim_ros.ros.world import load_world
+    config = load_config(None, dict(overrides or {}, real_time_factor=0.0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        models, _ = load_world(config)
+    return simulation(models, config), config
+
+
+def step(sim, bridge, seconds):
+    for _ in range(int(round(seconds / sim.dt))):
+        sim.step()
+        bridge.on_step(sim)
+
+
+def wait_until(predicate, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def test_a_sensor_starts_and_stops_with_its_subscriber():
+    from mbsim_ros.ros.bridge import Bridge
+    sim, config = sr1()
+    e = env()
+    pub = DdsTransport(env=e)
+    try:
+        bridge = Bridge(sim, pub, config)
+        bridge.start()
+        left, right, gyro = sim.devices["LeftCamera"], sim.devices["RightCamera"], sim.devices["WaistGyro"]
+        image = bridge.pubs["LeftCamera/image_raw"]
+
+        # nobody listens: no sensor samples, nothing periodic is serialized
+        step(sim, bridge, 0.15)
+        assert left.last_stamp is None and right.last_stamp is None and gyro.last_stamp is None
+        assert all(p.messages == 0 for k, p in bridge.pubs.items()
+                   if not k.startswith(("robot_description", "tf_static")))
+
+        # a subscriber to the left image: the left camera renders (at its 30 Hz), nothing else
+        got = []
+        sub = DdsTransport(env=e)
+        sub.subscribe(image.topic, m.IMAGE, got.append, image.qos)
+        assert pub.wait_for_subscribers(image, 1, timeout=10)
+        t_on = sim.t
+        step(sim, bridge, 0.15)       # the next refresh (every 0.1 s) sees the subscriber
+        # woken at the refresh at t = 0.2: frames at the steps reaching 6/30 .. 9/30 s
+        assert left.last_stamp == pytest.approx(0.3, abs=1e-9)
+        assert right.last_stamp is None and gyro.last_stamp is None
+        assert image.messages == 4
+        assert bridge.pubs["LeftCamera/depth/image_raw"].messages == 0    # rendered, not serialized
+        assert bridge.pubs["LeftCamera/camera_info"].messages == 0
+        # the subscriber gets the frames (the newest one at least: the first may be published
+        # before the reader has matched the writer on its side)
+
+        def newest():
+            return m.stamp_seconds(m.decode(got[-1], m.IMAGE).header.stamp) if got else None
+        assert wait_until(lambda: newest() is not None and abs(newest() - left.last_stamp) < 1e-9)
+
+        # the subscriber goes: the camera stops again
+        sub.close()
+        assert wait_until(lambda: pub.subscriber_count(image) == 0)
+        step(sim, bridge, 0.1)         # a refresh
+        stopped_at, sent = left.last_stamp, image.messages
+        step(sim, bridge, 0.2)
+        assert left.last_stamp == stopped_at and image.messages == sent
+    finally:
+        pub.close()
+
+
+def test_a_bag_beside_live_dds_gets_everything(tmp_path):
+    """DDS without subscribers plus a bag: every sensor samples at its rate and every message
+    reaches the bag."""
+    from mbsim_ros.ros.bag import BagTransport
+    from mbsim_ros.ros.bridge import Bridge
+    from mbsim_ros.ros.transport import FanoutTransport
+    sim, config = sr1({"joint_state_rate": 1000.0})
+    t = FanoutTransport([DdsTransport(env=env()), BagTransport(tmp_path / "bag")])
+    try:
+        bridge = Bridge(sim, t, config)
+        bridge.start()
+        step(sim, bridge, 0.2)
+    finally:
+        t.close()
+    stats = t.transports[1].stats()
+    assert stats["/SR1/joint_states"]["messages"] == 201            # t = 0 .. 0.2 at 1 kHz
+    assert stats["/SR1/WaistGyro"]["messages"] == 200               # 1 kHz, first sample after the first step
+    assert stats["/clock"]["messages"] == 201
+    assert stats["/SR1/LeftCamera/image_raw"]["messages"] == 7      # 30 Hz: t = 0, 1/30, ..., 6/30
+    assert stats["/SR1/RightCamera/depth/camera_info"]["messages"] == 7
+
+
+def test_rendering_on_a_thread_gives_the_same_frames():
+    """The worker renders a snapshot of the sample instant: the same pixels and stamps as inline."""
+    inline, _ = sr1()
+    threaded, _ = sr1()
+    threaded.render_in_thread(True)
+    worker = threaded.optical_worker
+    try:
+        frames = []
+        for _ in range(70):        # two frames of each camera after t = 0
+            inline.step()
+            threaded.step()
+            worker.flush()
+            a, b = inline.readings()["LeftCamera"], threaded.readings()["LeftCamera"]
+            assert a.stamp == b.stamp
+            np.testing.assert_array_equal(a.values.color, b.values.color)
+            np.testing.assert_array_equal(a.values.depth, b.values.depth)
+            frames.append(b.stamp)
+        assert len(set(frames)) == 3 and worker.rendered >= 6 and not worker.skipped
+        # reset drops nothing into the new run
+        threaded.reset()
+        assert threaded.readings() == {}
+    finally:
+        threaded.render_in_thread(False)
+    assert threaded.optical_worker is None
+
+
+def test_a_busy_renderer_skips_frames_instead_of_steps():
+    """While a device has MAX_IN_FLIGHT samples queued or rendering, the next one is skipped and
+    counted; the device's schedule stays on its grid."""
+    from mbsim_ros.sensors.optical import MAX_IN_FLIGHT
+    sim, _ = sr1()
+    sim.render_in_thread(True)
+    worker = sim.optical_worker
+    dev = sim.devices["LeftCamera"]
+    try:
+        worker._in_flight["LeftCamera"] = MAX_IN_FLIGHT     # as if that many frames were rendering
+        sim.step(34)                             # t = 0 and 1/30 are due
+        assert worker.skipped["LeftCamera"] == 2
+        assert dev.last_stamp is None and dev.k_next == 2
+        worker._in_flight["LeftCamera"] = 0
+        sim.step(33)
+        worker.flush()
+        assert sim.readings()["LeftCamera"].stamp == pytest.approx(0.067, abs=1e-9)   # the step reaching 2/30
+    finally:
+        sim.render_in_thread(False)
+
+
+def test_the_render_thread_draws_a_changed_world():
+    """After a model joins the world (between steps), the worker renders the new world: the same
+    pixels as rendering inline, and the new model is in view (the frame changed)."""
+    from mbsim_ros.model import Joint, Link, Model
+    from mbsim_ros.model.model import Shape
+
+    def box():
+        m = Model("box")
+        m.add_link(Link("body", 1.0, np.zeros(3), np.eye(3) * 0.01,
+                        visuals=[Shape("box", size=[0.3, 0.3, 0.3], color=[1.0, 0.0, 0.0, 1.0])]))
+        m.add_joint(Joint("weld", "fixed", None, "body"))
+        return m.finalize()
+    inline, _ = sr1()
+    threaded, _ = sr1()
+    threaded.render_in_thread(True)
+    worker = threaded.optical_worker
+    try:
+        for sim in (inline, threaded):
+            sim.step(2)
+        worker.flush()
+        before = threaded.readings()["LeftCamera"].values.color.copy()
+        dev = inline.devices["LeftCamera"]
+        T = inline.link_transforms()[dev.link] @ dev.sensor.pose
+        ahead = T[:3, 3] - 0.8 * T[:3, 2]            # VRML cameras look along their -Z
+        for sim in (inline, threaded):
+            sim.add_model(box(), "box", (ahead, [0.0, 0.0, 0.0, 1.0]))
+        for _ in range(40):
+            inline.step()
+            threaded.step()
+            worker.flush()
+        a, b = inline.readings()["LeftCamera"], threaded.readings()["LeftCamera"]
+        assert a.stamp == b.stamp and a.stamp > 0.03
+        np.testing.assert_array_equal(a.values.color, b.values.color)
+        np.testing.assert_array_equal(a.values.depth, b.values.depth)
+        red = (b.values.color[..., 0] > 150) & (b.values.color[..., 1] < 60)
+        assert red.mean() > 0.05 and (b.values.color != before).any()
+    finally:
+        threaded.render_in_thread(False)
