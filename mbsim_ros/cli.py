@@ -152,14 +152,17 @@ def cmd_run(args):
 class CompileBar(CompileReport):
     """The first run's compilation on the terminal: a line at once, then a bar over the kernels."""
 
-    def __init__(self, quiet=False):
+    FIRST_RUN = ("compiling the numba kernels (first run of this installation only: later runs load them "
+                 "from the cache; `mbsim warmup` compiles them ahead of time)")
+
+    def __init__(self, quiet=False, line=FIRST_RUN):
         super().__init__()
         self.quiet = quiet
+        self.line = line
         self.bar = None
 
     def started(self):
-        print("compiling the numba kernels (first run of this installation only: later runs load them "
-              "from the cache; `mbsim warmup` compiles them ahead of time)", file=sys.stderr, flush=True)
+        print(self.line, file=sys.stderr, flush=True)
 
     def progress(self):
         if self.quiet or not self.kernels:
@@ -180,7 +183,8 @@ class CompileBar(CompileReport):
 
 def cmd_warmup(args):
     from .warmup import warm_up_everything
-    with compile_report(CompileBar(args.quiet)) as report:
+    line = "compiling every numba kernel into this installation's cache (once: runs load them from it)"
+    with compile_report(CompileBar(args.quiet, line)) as report:
         warm_up_everything()
     print(f"every kernel is ready in {cache_root()}"
           + (f" ({report.functions} functions compiled)" if report.compiling else " (all were cached already)"))
