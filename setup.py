@@ -62,8 +62,11 @@ setup(
     extras_require={
         # ground truth and peers for tests and bench/, never needed at run time
         "test": ["pytest>=7", "pin>=3.0", "mujoco>=3.0", "mcap-ros2-support>=0.5",
-                 "opensim>=4.5; platform_machine == 'x86_64'"]   # ground truth for .osim
+                 "opensim>=4.5; platform_machine == 'x86_64'",    # ground truth for .osim
+                 "dask[distributed]>=2023.1", "pyarrow>=10"]      # mbsim batch's tests
                 + ROS_TEST_WHEELS,
+        # mbsim batch: scenarios as Dask tasks (LocalCluster or an existing cluster), results in Parquet
+        "batch": ["dask[distributed]>=2023.1", "pyarrow>=10"],
         "bench": ["pin>=3.0", "mujoco>=3.0", "dartpy>=6.13"],
     },
     zip_safe=True,
@@ -77,5 +80,7 @@ setup(
             "mbsim = mbsim_ros.cli:main",
             "sim_node = mbsim_ros.ros.node:main",
         ],
+        # the mbsim_world fixture (mbsim_ros/batch/pytest_plugin.py): HIL regression tests as plain tests
+        "pytest11": ["mbsim_ros = mbsim_ros.batch.pytest_plugin"],
     },
 )

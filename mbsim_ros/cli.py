@@ -7,6 +7,7 @@
     mbsim render [MODEL ...] -o view.png              a picture of the world or of a camera's view
     mbsim plot BAG -o plot.png [--joints NAMES]       recorded IMU, wrench and joint traces
     mbsim warmup                                      compile every numba kernel ahead of time
+    mbsim batch SPEC [-o DIR] [--compare BASELINE]    many scenarios headless on Dask -> Parquet
 
 Models: .wrl (OpenHRP), .urdf, .osim (OpenSim, y up: --z-up stands it in the z-up world), .yaml
 (Chrono).
@@ -502,7 +503,17 @@ def build_parser():
                           "(an install step, a container build, CI), so that no run compiles")
     warm.add_argument("--quiet", action="store_true", help="no progress bar")
     warm.set_defaults(func=cmd_warmup)
+    batch = sub.add_parser("batch", help="run a batch of scenarios headless (sweeps, Monte Carlo, regression "
+                                         "checks) on a local or an existing Dask cluster")
+    from .batch.command import add_arguments as batch_arguments
+    batch_arguments(batch)
+    batch.set_defaults(func=cmd_batch)
     return p
+
+
+def cmd_batch(args):
+    from .batch.command import main as batch_main
+    return batch_main(args)
 
 
 def main(argv=None):

@@ -7,7 +7,7 @@ import weakref
 import numpy as np
 
 from . import kernels
-from .compiled import compile_models
+from .compiled import check_movable, compile_models
 
 _cache = weakref.WeakKeyDictionary()
 
@@ -36,8 +36,10 @@ def as_vector(x, n, what):
 
 def forward_dynamics(model, q, v, tau):
     """qdd from the articulated-body algorithm; tau is the whole generalized force (no
-    joint springs, dampers or friction are added)."""
+    joint springs, dampers or friction are added). ModelError naming the joints that move only
+    massless links (no acceleration is defined there)."""
     c, df, _ = compiled_for(model)
+    check_movable(c, f"forward_dynamics of model {model.name!r}")
     out = np.empty(c.nv)
     kernels.forward_dynamics_kernel(c.tf, c.ti, df, as_vector(q, c.nq, "q"), as_vector(v, c.nv, "v"),
                                     as_vector(tau, c.nv, "tau"), out)

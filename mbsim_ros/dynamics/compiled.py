@@ -191,9 +191,12 @@ def compile_models(models, entities=None, names=None, placements=None) -> Compil
                     axes[0] = ax
                     if bt == CUSTOM:
                         axes, ta_index = _custom_axes(joint, functions)
+                    radii = np.zeros(3)
+                    if bt == CUSTOM and joint.ellipsoid_radii is not None:
+                        radii = joint.ellipsoid_radii
                     body = dict(parent=parent_body, jtype=bt, iq=bq, iv=bv, nvb=BODY_NV.get(bt, joint.nv),
                                 axis=axes, hpitch=hp, R0=R0, p0=p0, S0=_subspace(bt, ax, hp),
-                                mass=0.0, h=np.zeros(3), Io=np.zeros((3, 3)), ta_index=ta_index)
+                                mass=0.0, h=np.zeros(3), Io=np.zeros((3, 3)), ta_index=ta_index, radii=radii)
                     bodies.append(body)
                     parent_body = len(bodies) - 1
                     bq += BODY_NQ.get(bt, joint.nq)
@@ -221,7 +224,7 @@ def compile_models(models, entities=None, names=None, placements=None) -> Compil
                 body["Io"] += Ic + link.mass * (c.dot(c) * np.eye(3) - np.outer(c, c))
         q_off += model.nq
         v_off += model.nv
-    _check_massless(bodies, joint_of_v)
+    massless_v = _massless_dofs(bodies)
     nb, nl = len(bodies), len(links)
     ff, fi, _ = pack_functions(functions)
     sizes = tree_sizes(nb, v_off, nl, len(ff), len(fi))
@@ -231,7 +234,7 @@ def compile_models(models, entities=None, names=None, placements=None) -> Compil
     tree, _, _ = carve_tree(tf, ti)
     for k, b in enumerate(bodies):
         for key in ("parent", "jtype", "iq", "iv", "nvb", "axis", "hpitch", "R0", "p0", "S0",
-                    "mass", "h", "Io", "ta_index"):
+                    "mass", "h", "Io", "ta_index", "radii"):
             getattr(tree, key)[k] = b[key]
     tree.ff[:], tree.fi[:] = ff, fi
     for key in ("armature", "damping", "stiffness", "rest", "friction"):
@@ -239,18 +242,35 @@ def compile_models(models, entities=None, names=None, placements=None) -> Compil
     for k, (b, R, p) in enumerate(links):
         tree.link_body[k], tree.link_R[k], tree.link_p[k] = b, R, p
     tree.gravity[:] = gravity
-    return Compiled(tf, ti, models, q_off, v_off, joint_of_v, link_names, list(entities), names, offsets,
-                    [np.asarray(p, float) for p in placements])
+    compiled = Compiled(tf, ti, models, q_off, v_off, joint_of_v, link_names, list(entities), names, offsets,
+                        [np.asarray(p, float) for p in placements])
+    compiled.massless_v = massless_v[tree.armature[massless_v] <= 0.0]   # a rotor inertia moves its DOF
+    return compiled
 
 
-def _check_massless(bodies, joint_of_v):
-    """A DOF whose whole subtree has no mass has no defined acceleration: say so now, by name."""
+def _massless_dofs(bodies):
+    """The velocity indices of DOFs whose whole subtree has no mass or inertia: kinematics,
+    Jacobians, CRBA and RNEA are defined there, an acceleration from forces is not."""
     nb = len(bodies)
     sub_mass = np.array([b["mass"] + np.trace(b["Io"]) for b in bodies])
     for k in range(nb - 1, -1, -1):
         if bodies[k]["parent"] >= 0:
             sub_mass[bodies[k]["parent"]] += sub_mass[k]
-    for k, b in enumerate(bodies):
-        if sub_mass[k] <= 0.0:
-            raise ModelError(f"joint {joint_of_v[b['iv']]!r} moves links with no mass or inertia: "
-                             "its acceleration is undefined (give the child link an inertia, or make the joint fixed)")
+    return np.array([b["iv"] + i for k, b in enumerate(bodies) if sub_mass[k] <= 0.0 for i in range(b["nvb"])],
+                    dtype=np.int64)
+
+
+def massless_joints(compiled):
+    """Names of the joints with DOFs that move only massless links, in tree order."""
+    return list(dict.fromkeys(compiled.joint_of_v[i] for i in compiled.massless_v))
+
+
+def check_movable(compiled, what):
+    """ModelError naming the joints forward dynamics cannot move (massless subtrees)."""
+    names = massless_joints(compiled)
+    if names:
+        raise ModelError(f"{what}: joint{'s' if len(names) > 1 else ''} {', '.join(map(repr, names))} "
+                         f"move{'' if len(names) > 1 else 's'} only links with no mass or inertia, so "
+                         "forces give no defined acceleration there (kinematics, Jacobians, mass_matrix and "
+                         "inverse_dynamics are defined); give the links an inertia, make the joints fixed, "
+                         "or, in a Simulation, opt in to massless_armature=<kg m^2> as MuJoCo's armature")

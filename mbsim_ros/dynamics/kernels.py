@@ -43,6 +43,8 @@ Tree = namedtuple("Tree", [
     "link_body",   # int64[nl]   body carrying each Model link, -1 = world (welded)
     "link_R", "link_p",  # f8[nl,3,3], f8[nl,3]: link frame in its body frame
     "gravity",     # f8[3]
+    "radii",       # f8[nb,3]    CUSTOM: ellipsoid radii (Simbody's Ellipsoid mobilizer: the origin
+                   #             moves by diag(radii) R z); zero for none
 ])
 
 # Workspace the kernels write into: allocated once per Simulation (the mjData of this project).
@@ -71,7 +73,7 @@ TREE_HEADER = 6    # ti[:6] = nb, nv, nl, nq, nff, nfn
 
 def tree_sizes(nb, nv, nl, nff, nfn):
     """(float, int) buffer lengths that carve_tree lays out (checked against it at compile)."""
-    return (nb * 80 + 5 * nv + 12 * nl + 3 + nff,
+    return (nb * 83 + 5 * nv + 12 * nl + 3 + nff,
             TREE_HEADER + 17 * nb + nl + FI_COLUMNS * nfn)
 
 
@@ -105,6 +107,7 @@ def carve_tree(tf, ti):
     link_R = tf[o:o + 9 * nl].reshape((nl, 3, 3)); o += 9 * nl
     link_p = tf[o:o + 3 * nl].reshape((nl, 3)); o += 3 * nl
     gravity = tf[o:o + 3]; o += 3
+    radii = tf[o:o + 3 * nb].reshape((nb, 3)); o += 3 * nb
     ff = tf[o:o + nff]; o += nff
     k = TREE_HEADER
     parent = ti[k:k + nb]; k += nb
@@ -116,7 +119,7 @@ def carve_tree(tf, ti):
     ta_index = ti[k:k + 12 * nb].reshape((nb, 6, 2)); k += 12 * nb
     fi = ti[k:k + FI_COLUMNS * nfn].reshape((nfn, FI_COLUMNS)); k += FI_COLUMNS * nfn
     tree = Tree(parent, jtype, iq, iv, nvb, axis, hpitch, R0, p0, S0, ta_index, ff, fi, mass, h, Io, armature, damping, stiffness, rest, friction, link_body,
-                link_R, link_p, gravity)
+                link_R, link_p, gravity, radii)
     return tree, o, k
 
 
@@ -429,10 +432,27 @@ def _custom_joint(t, d, i, q):
             px += f * ax[0]
             py += f * ax[1]
             pz += f * ax[2]
+    rad = t.radii[i]
+    if rad[0] != 0.0 or rad[1] != 0.0 or rad[2] != 0.0:
+        # Simbody's Ellipsoid mobilizer: p += D R z (A = R here); the origin's velocity in the
+        # body frame is M (w x z) with M = R^T D R, so each column adds M (S_w x z)
+        px += rad[0] * A[0, 2]
+        py += rad[1] * A[1, 2]
+        pz += rad[2] * A[2, 2]
+        for c in range(n):
+            u0, u1 = S[4, c], -S[3, c]          # S_w x z = (w1, -w0, 0)
+            for a in range(3):
+                S[a, c] += _ellipsoid_m(A, rad, a, 0) * u0 + _ellipsoid_m(A, rad, a, 1) * u1
     R0, p0, pr = t.R0[i], t.p0[i], d.pr[i]
     _rotate_columns(R0, A)
     for a in range(3):
         pr[a] = p0[a] + R0[a, 0] * px + R0[a, 1] * py + R0[a, 2] * pz
+
+
+@inline
+def _ellipsoid_m(R, rad, a, b):
+    """(R^T D R)[a, b] with D = diag(rad)."""
+    return rad[0] * R[0, a] * R[0, b] + rad[1] * R[1, a] * R[1, b] + rad[2] * R[2, a] * R[2, b]
 
 
 @inline
@@ -452,6 +472,7 @@ def _custom_bias_add(t, d, i, v, out):
     axes, de_k/dt = e_k x sum_{m>k} fdot_m e_m for rotations, dl/dt = l x w_J for translations."""
     iv = t.iv[i]
     w0 = w1 = w2 = 0.0       # sum of fdot_m e_m over the rotations after k: ends as the joint's w
+    al0 = al1 = al2 = 0.0    # the rotations' part of Sdot qdot: the apparent rate of the joint's w
     for k in range(2, -1, -1):
         c = t.ta_index[i, k, 0]
         if c < 0:
@@ -460,12 +481,36 @@ def _custom_bias_add(t, d, i, v, out):
         qd = v[iv + c]
         fd = e[3] * qd
         fdd = e[4] * qd * qd
-        out[3] += fdd * e[0] + fd * (e[1] * w2 - e[2] * w1)
-        out[4] += fdd * e[1] + fd * (e[2] * w0 - e[0] * w2)
-        out[5] += fdd * e[2] + fd * (e[0] * w1 - e[1] * w0)
+        al0 += fdd * e[0] + fd * (e[1] * w2 - e[2] * w1)
+        al1 += fdd * e[1] + fd * (e[2] * w0 - e[0] * w2)
+        al2 += fdd * e[2] + fd * (e[0] * w1 - e[1] * w0)
         w0 += fd * e[0]
         w1 += fd * e[1]
         w2 += fd * e[2]
+    out[3] += al0
+    out[4] += al1
+    out[5] += al2
+    rad = t.radii[i]
+    if rad[0] != 0.0 or rad[1] != 0.0 or rad[2] != 0.0:
+        # v = M (w x z), M = R^T D R: its apparent rate is M (w x (w x z) + alpha x z) - w x v
+        R = d.T66b       # scratch 3x3 corner: R = R0^T Rr
+        R0, Rr = t.R0[i], d.Rr[i]
+        for a in range(3):
+            for b in range(3):
+                R[a, b] = R0[0, a] * Rr[0, b] + R0[1, a] * Rr[1, b] + R0[2, a] * Rr[2, b]
+        x0, x1 = w1, -w0                         # w x z
+        y0, y1, y2 = w1 * 0.0 - w2 * x1, w2 * x0, w0 * x1 - w1 * x0    # w x (w x z)
+        y0 += al1                                # + alpha x z = (al1, -al0, 0)
+        y1 -= al0
+        v0 = _ellipsoid_m(R, rad, 0, 0) * x0 + _ellipsoid_m(R, rad, 0, 1) * x1
+        v1 = _ellipsoid_m(R, rad, 1, 0) * x0 + _ellipsoid_m(R, rad, 1, 1) * x1
+        v2 = _ellipsoid_m(R, rad, 2, 0) * x0 + _ellipsoid_m(R, rad, 2, 1) * x1
+        for a in range(3):
+            out[a] += (_ellipsoid_m(R, rad, a, 0) * y0 + _ellipsoid_m(R, rad, a, 1) * y1
+                       + _ellipsoid_m(R, rad, a, 2) * y2)
+        out[0] -= w1 * v2 - w2 * v1
+        out[1] -= w2 * v0 - w0 * v2
+        out[2] -= w0 * v1 - w1 * v0
     for k in range(3, 6):
         c = t.ta_index[i, k, 0]
         if c < 0:

@@ -12,12 +12,14 @@ from ..model.transforms import inverse_transform
 from . import kernels
 from .api import transforms_dict
 from .collision import compile_geoms
-from .compiled import compile_models
+from .assembly import ASSEMBLY_TOL, assemble
+from .compiled import check_movable, compile_models, massless_joints
 from .constraints import (CONTACT_LCP, OPTIONS_DEFAULTS, STAT_DROPPED, STAT_FAILURES, STAT_FALLBACKS,
                           STAT_NCON, STAT_ROWS, STAT_STATUS, ConstraintSet, options_array)
 from .forces import H_ENABLED, ForceSet
 from .step import applied_forces_kernel, step_rk4, step_semi_implicit_euler
 
+ASSEMBLY_NOTE = 1e-6      # a coordinate the initial assembly moves further than this is named in a note
 INTEGRATORS = {"semi-implicit-euler": step_semi_implicit_euler, "rk4": step_rk4}
 
 
@@ -59,10 +61,22 @@ class Simulation:
     above it); contact_margin 0 m; contact_stiffness 1e5 N/m and contact_damping 1e3 N s/m
     (penalty contact per point); friction_velocity 1e-3 (regularized Coulomb friction, joints
     and penalty contact); pgs_iterations 30, pgs_tolerance 1e-6 (the LCP's fallback).
+
+    A joint that moves only links with no mass or inertia (and has no rotor inertia) has no
+    acceleration under forces: such a world is a ModelError naming the joints, unless
+    massless_armature > 0 (kg m^2 or kg, as MuJoCo's armature) opts in to give exactly those
+    DOFs that armature (a note in `notes`).
+
+    The initial q is assembled: moved least onto the loop closures (loops, OpenSim constraints,
+    Chrono loop joints) to assembly.ASSEMBLY_TOL, locked DOFs held, as OpenSim's initSystem and
+    Chrono do; a note names each coordinate moved by more than 1e-6.
+
+    `notes`: what the construction changed, each also a UserWarning.
     """
 
     def __init__(self, models, dt: float = 0.001, integrator: str = "semi-implicit-euler",
-                 contact=None, max_contacts: int = 64, poses=None, names=None, **solver_options):
+                 contact=None, max_contacts: int = 64, poses=None, names=None, massless_armature: float = 0.0,
+                 **solver_options):
         models = [models] if isinstance(models, Model) else list(models)
         if not models:
             raise ValueError("Simulation needs at least one model")
@@ -79,6 +93,10 @@ class Simulation:
         self.options = dict(OPTIONS_DEFAULTS, contact_method=contact, **solver_options)
         self._step_kernel = INTEGRATORS[integrator]
         self._max_contacts = int(max_contacts)
+        self._massless_armature = float(massless_armature)
+        if not (np.isfinite(self._massless_armature) and self._massless_armature >= 0):
+            raise ValueError(f"massless_armature must be a finite number >= 0, got {massless_armature}")
+        self.notes = []
         entities = unique_entity_names([n or m.name for n, m in zip(names or [None] * len(models), models)])
         if poses is None:
             poses = [None] * len(models)
@@ -117,6 +135,7 @@ class Simulation:
         """Compile the world of `models` and make it this simulation's (all or nothing: on an
         error nothing changes)."""
         compiled = compile_models(models, entities, names, placements)
+        self._give_massless_armature(compiled, entities)
         geoms = compile_geoms(models, compiled)
         forces = ForceSet(compiled)
         constraints = ConstraintSet(compiled, geoms, self._max_contacts, forces)
@@ -135,6 +154,35 @@ class Simulation:
         self._cf, self._ci, self._contacts = geoms.new_workspace()
         self._af_df, _ = compiled.new_data()
         self._view_df, self._view_data = compiled.new_data()
+        self._assemble()
+
+    def _assemble(self):
+        """The initial q moved least onto the loop closures (assembly.py), as OpenSim and Chrono
+        assemble before they run; a note names the coordinates moved by more than 1e-6."""
+        q0 = np.concatenate([m.initial_q() for m in self.models])
+        self._initial_q, moved, residual = assemble(self.compiled, self.constraints, q0)
+        if residual > ASSEMBLY_TOL:
+            self._note(f"initial assembly: the loop closures could not all be met (largest residual "
+                       f"{residual:.3g} m or rad); the simulation starts there and pulls them closed")
+        names = [n for m in self.models for n in m.dof_names]
+        big = [f"{names[i]} by {moved[i]:+.3g}" for i in np.nonzero(np.abs(moved) > ASSEMBLY_NOTE)[0]]
+        if big:
+            self._note(f"initial assembly onto the loop closures (to {ASSEMBLY_TOL:g}) moved " + ", ".join(big))
+
+    def _note(self, text):
+        self.notes.append(text)
+        warnings.warn(text, UserWarning, stacklevel=5)
+
+    def _give_massless_armature(self, compiled, entities):
+        if not len(compiled.massless_v):
+            return
+        if self._massless_armature == 0.0:
+            check_movable(compiled, f"Simulation of {', '.join(entities)}")
+        compiled.tree.armature[compiled.massless_v] = self._massless_armature
+        names = massless_joints(compiled)
+        self._note(f"joint{'s' if len(names) > 1 else ''} {', '.join(names)} move only massless links: "
+                   f"armature {self._massless_armature:g} on {'their' if len(names) > 1 else 'its'} DOFs "
+                   "(massless_armature)")
 
     def _kernel_ef(self):
         """The force elements' buffer for the kernels, None when the world has none: the step and
@@ -208,9 +256,10 @@ class Simulation:
         return self.compiled.nv
 
     def reset(self):
-        """Back to t = 0, the models' initial q and v, zero applied forces, no contacts, the
-        actuators' initial controls (actuators on), inputs 0, force element states cleared."""
-        self._q[:] = np.concatenate([m.initial_q() for m in self.models])
+        """Back to t = 0, the models' initial q (assembled onto the loop closures) and v, zero
+        applied forces, no contacts, the actuators' initial controls (actuators on), inputs 0,
+        force element states cleared."""
+        self._q[:] = self._initial_q
         self._v[:] = np.concatenate([m.initial_v() for m in self.models])
         self._tau[:] = 0.0
         self._steps = 0
@@ -298,7 +347,7 @@ class Simulation:
         old = {e: (self._q[qs].copy(), self._v[vs].copy(), self._tau[vs].copy())
                for e, (qs, vs) in ((e, self.model_slices(e)) for e in self.entities)}
         self._install(models, entities, names, placements)
-        q = np.concatenate([m.initial_q() for m in models])
+        q = self._initial_q.copy()
         v = np.concatenate([m.initial_v() for m in models])
         tau = np.zeros(self.compiled.nv)
         for e in entities:

@@ -82,6 +82,7 @@ from ..model import (BodyLoad, Bushing, Function, Joint, Link, LoopConstraint, M
                      RotarySpringDamper, Shape, SpringDamper)
 from ..model.transforms import inverse_transform, make_transform, matrix_to_quat, quat_to_matrix, rpy_to_matrix
 from .meshes import MeshError, load_mesh
+from .text import decode_text
 
 CHRONO_GRAVITY = (0.0, 0.0, -9.8)     # ChParserMbsYAML's default
 SUPPORTED_VERSIONS = ("9", "10")      # major versions read
@@ -130,8 +131,8 @@ class _Reader:
 
     def load(self):
         try:
-            with open(self.path, encoding="utf-8") as f:
-                doc = yaml.safe_load(f)
+            with open(self.path, "rb") as f:
+                doc = yaml.safe_load(decode_text(f.read(), self.name, what="YAML"))
         except OSError as exc:
             raise ModelError(f"{self.name}: cannot read the file: {exc}") from None
         except yaml.YAMLError as exc:

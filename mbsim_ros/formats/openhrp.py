@@ -21,7 +21,10 @@ vrml.py turns the text into nodes; this module gives the OpenHRP PROTOs their me
   non-zero equivalentInertia overrides: rotor_inertia = equivalentInertia / gearRatio^2.
   jointValue (where the PROTO has it) is q0.
 - Segment: mass, centerOfMass, momentsOfInertia (row-major 3x3 about the COM); several
-  Segments of one Joint (under any Transforms) are merged into the link's inertia.
+  Segments of one Joint (under any Transforms) are merged into the link's inertia. A Joint
+  with no Segment (bush-joint samples chain them) gets a massless link, as in OpenHRP and
+  Choreonoid (a note). A momentsOfInertia asymmetric by CAD rounding (up to
+  model.INERTIA_SYMMETRY_TOL of its largest entry) is averaged with its transpose (a note).
 - Shapes (Box, Sphere, Cylinder, Cone, IndexedFaceSet, ElevationGrid, Extrusion) are both
   visuals and collisions (OpenHRP uses one geometry for both); shapes under a sensor (camera
   housings) are visuals only. Meshes are stored in the link frame (pose identity, any
@@ -42,7 +45,7 @@ import os
 
 import numpy as np
 
-from ..model import Joint, Link, LoopConstraint, Model, ModelError, Sensor, Shape
+from ..model import Joint, Link, LoopConstraint, Model, ModelError, Sensor, Shape, symmetric_inertia
 from ..model.transforms import make_transform, matrix_to_quat
 from . import vrml
 
@@ -199,7 +202,7 @@ class _Builder:
                 raise ModelError(f"{node.where}: {kind} outside any Joint; expected it in a Joint's children")
         if kind == "Segment":
             fields = _proto_fields(node, SEGMENT_FIELDS)
-            link.segments.append(_segment_inertia(node, fields, T))
+            link.segments.append(_segment_inertia(node, fields, T, self.warn))
             return fields["children"], link, T
         if kind in SENSOR_TYPES:
             mount = self.add_sensor(node, link, T)
@@ -266,10 +269,12 @@ class _Builder:
         return link
 
     def add_links(self):
+        bare = [data.name for data in self.links if data.node is not None and not data.segments]
+        if bare:    # bush-joint samples chain such joints: OpenHRP and Choreonoid give each a massless link
+            self.warn(f"{self.path}: Joint{'s' if len(bare) > 1 else ''} {', '.join(bare)} "
+                      f"{'have' if len(bare) > 1 else 'has'} no Segment: massless link{'s' if len(bare) > 1 else ''}, "
+                      "as OpenHRP and Choreonoid load them")
         for data in self.links:
-            if data.node is not None and not data.segments:
-                raise ModelError(f"{data.node.where}: Joint {data.name} has no Segment; expected at least "
-                                 "one Segment node (mass, centerOfMass, momentsOfInertia) in its children")
             mass, com, inertia = _merge_segments(data.segments)
             data.joint.params["segments"] = [s[3] for s in data.segments]
             self.model.add_link(Link(data.name, mass, com, inertia, visuals=data.visuals,
@@ -450,7 +455,7 @@ def _rotation_and_scale(T):
     return M / np.where(scale > 0, scale, 1.0), scale
 
 
-def _segment_inertia(node, f, T):
+def _segment_inertia(node, f, T, warn):
     """One Segment's (mass, com, inertia about com) in the link frame, and its name."""
     where = node.where
     mass = float(f["mass"])
@@ -460,10 +465,9 @@ def _segment_inertia(node, f, T):
     if moments.size != 9:
         raise ModelError(f"{where}: Segment {node.name}: momentsOfInertia has {moments.size} numbers; "
                          "expected 9 (a row-major 3x3 matrix)")
-    inertia = moments.reshape(3, 3)
-    if not np.allclose(inertia, inertia.T, atol=1e-12 + 1e-9 * np.abs(inertia).max()):
-        raise ModelError(f"{where}: Segment {node.name}: momentsOfInertia is not symmetric; expected a "
-                         "symmetric 3x3 inertia tensor")
+    inertia, note = symmetric_inertia(moments, f"{where}: Segment {node.name} momentsOfInertia")
+    if note:
+        warn(note)
     R, _ = _rotation_and_scale(T)
     com = R @ np.asarray(f["centerOfMass"], dtype=float) + T[:3, 3]
     return mass, com, R @ inertia @ R.T, node.name

@@ -20,7 +20,8 @@ massless link "ground" welded to the world that carries the ground's geometry, c
 half-spaces and the ground end of loop constraints. Model.dof_names are the OpenSim coordinate
 names; a name used by two joints becomes "<joint>/<coordinate>" for both. As in OpenSim, a
 second joint of the same name is renamed <name>_0, <name>_1, ... and a coordinate the file
-leaves out is called _coord_<k>. Markers become Model.frames.
+leaves out is called _coord_<k>; a joint without a name is named after its class in lower
+case (pinjoint, weldjoint), as OpenSim 4.6 does. Markers become Model.frames.
 
 Joints (OpenSim -> Model; each keeps OpenSim's coordinate values as its q):
     WeldJoint      -> fixed
@@ -37,7 +38,17 @@ Joints (OpenSim -> Model; each keeps OpenSim's coordinate values as its q):
     CustomJoint    -> custom: the SpatialTransform exactly, coordinates in the order they first
                       appear in it (OpenSim reorders them so too); functions below; an axis
                       without a function is the constant 0, as OpenSim 4 simulates it
-    EllipsoidJoint -> euler "xyz" stand-in without the translation over the ellipsoid (a warning)
+    EllipsoidJoint -> custom: x-y-z body-fixed rotations with Joint.ellipsoid_radii (Simbody's
+                      Ellipsoid mobilizer: the child frame's origin at diag(radii) R z)
+    ScapulothoracicJoint -> as Simbody builds it: the custom ellipsoid joint "<name>" (abduction,
+                      elevation, upward rotation; parent frame turned +90 deg about z, radii
+                      (ry, rx, rz)) to a massless link "<name>_ellipsoid", then the revolute
+                      "<name>_winging" about the winging axis to the child
+A joint whose child frame is nearer the ground than its parent frame (and a 3.x joint with
+<reverse>true</reverse>, whose frames OpenSim 4 swaps) is traversed backwards, as Simbody
+reverses the mobilizer: J'(q) = inv(X_FM(q)), the coordinates keeping their sense (rotation-only
+and translation-only joints; others are refused by name). A 4.x <reverse> is ignored, as OpenSim
+4.6 ignores it.
 Joint.origin is the parent frame in the parent body (X_PF), Joint.child_pose the child frame in
 the child body (X_BM). A body without a joint gets OpenSim's FreeJoint "free_<body>" to ground.
 
@@ -96,7 +107,7 @@ from lxml import etree
 from ..model import (Actuator, Bushing, CoordinateCoupler, CoordinateLimitForce, Frame, Function,
                      Joint, Link, LoopConstraint, Model, ModelError, Shape, SpringDamper,
                      TransformAxis)
-from ..model.transforms import make_transform
+from ..model.transforms import axis_angle_to_matrix, make_transform
 from .meshes import MeshError, load_mesh
 
 DEG = math.pi / 180.0
@@ -114,7 +125,7 @@ _SET_NAMES = {"BodySet": "bodyset", "JointSet": "jointset", "ForceSet": "forcese
               "ComponentSet": "componentset", "FrameSet": "frameset"}
 _FRAME_TYPES = ("Ground", "Body", "PhysicalOffsetFrame", "OffsetFrame", "StationDefinedFrame")
 _JOINT_TYPES = ("WeldJoint", "PinJoint", "SliderJoint", "UniversalJoint", "GimbalJoint", "BallJoint",
-                "FreeJoint", "PlanarJoint", "CustomJoint", "EllipsoidJoint")
+                "FreeJoint", "PlanarJoint", "CustomJoint", "EllipsoidJoint", "ScapulothoracicJoint")
 _FUNCTION_TYPES = ("Constant", "LinearFunction", "PolynomialFunction", "SimmSpline", "NaturalCubicSpline",
                    "PiecewiseLinearFunction", "GCVSpline", "MultiplierFunction", "Sine", "StepFunction")
 _MUSCLE_WORDS = ("Muscle", "Ligament", "PathSpring", "PathActuator")
@@ -275,6 +286,14 @@ def as_converted(values):
     return np.array([float(f"{v:.6g}") for v in np.asarray(values, float).reshape(-1)])
 
 
+def _ellipsoid_axes():
+    """Transform axes of Simbody's Ellipsoid mobilizer with OpenSim's coordinates: body-fixed
+    x-y-z rotations by the three coordinates, no translation axes (the ellipsoid gives it)."""
+    lin = Function.linear(1.0, 0.0)
+    return ([TransformAxis(_UNIT[k], k, lin) for k in range(3)]
+            + [TransformAxis(_UNIT[k], -1, Function.constant(0.0)) for k in range(3)])
+
+
 def _axis_rotation_to_z(direction):
     """A rotation whose z axis is the unit vector `direction`."""
     z = direction / np.linalg.norm(direction)
@@ -338,6 +357,7 @@ class _Reader:
         self.frame_cache = {}       # path -> (body or None, 4x4)
         self.mesh_cache = {}
         self.missing_meshes = []
+        self.auto_named = set()     # joints the file leaves unnamed, named by index() as OpenSim does
 
     # -- messages ------------------------------------------------------------------------
     def where(self, el):
@@ -421,6 +441,13 @@ class _Reader:
                 name = c.get("name")
                 if name is None:
                     name = _SET_NAMES.get(tag)
+                if name is None and tag in _JOINT_TYPES:
+                    # OpenSim 4.6 names a joint after its class in lower case, a second one _0, _1, ...
+                    name, k = tag.lower(), 0
+                    while f"{path}/{name}" in by_path:
+                        name, k = f"{tag.lower()}_{k}", k + 1
+                    c.set("name", name)
+                    self.auto_named.add(c)
                 if name is not None:
                     p = f"{path}/{name}"
                     path_of[c] = p
@@ -604,18 +631,26 @@ class _Coord:
 
 class _JointInfo:
     """A joint as read: OpenSim type, ends, frames, coordinates, and a CustomJoint's axes."""
-    __slots__ = ("el", "name", "type", "parent", "X_PF", "child", "X_BM", "coords", "axes")
+    __slots__ = ("el", "name", "type", "parent", "X_PF", "child", "X_BM", "coords", "axes", "reversed")
 
     def __init__(self, el, name, type_, parent, X_PF, child, X_BM):
         self.el, self.name, self.type = el, name, type_
         self.parent, self.X_PF, self.child, self.X_BM = parent, X_PF, child, X_BM
         self.coords, self.axes = [], None
+        self.reversed = False     # the tree runs from its child to its parent (see orient_joints)
+
+    def reverse(self):
+        """Swap its ends: parent and child (with their frames) become the tree's."""
+        self.parent, self.child = self.child, self.parent
+        self.X_PF, self.X_BM = self.X_BM, self.X_PF
+        self.reversed = not self.reversed
 
 
 _COORDINATE_MOTIONS = {
     "WeldJoint": (), "PinJoint": ("rotational",), "SliderJoint": ("translational",),
     "UniversalJoint": ("rotational",) * 2, "GimbalJoint": ("rotational",) * 3,
     "BallJoint": ("rotational",) * 3, "EllipsoidJoint": ("rotational",) * 3,
+    "ScapulothoracicJoint": ("rotational",) * 4,
     "FreeJoint": ("rotational",) * 3 + ("translational",) * 3,
     "PlanarJoint": ("rotational", "translational", "translational"),
 }
@@ -657,6 +692,7 @@ class _Builder:
         self.joints = {j.name: j for j in joints}
         self.link_of = {}           # body name -> Link
         self.model_joints = {}      # joint name -> Joint
+        self.joint_of_dof = {}      # dof name -> the Model joint that has it
         for body_el in self.bodies.values():
             self.add_link(body_el)
         ground = self.ground = Link(_unique_name("ground", set(self.bodies)))
@@ -759,7 +795,17 @@ class _Builder:
                                as_converted(r.numbers(el, "orientation_in_parent", 3, [0, 0, 0])))
             X_BM = _pose(as_converted(r.numbers(el, "location", 3, [0, 0, 0])),
                          as_converted(r.numbers(el, "orientation", 3, [0, 0, 0])))
-            out.append(self.joint_info(el, parent, X_PF, body_name, X_BM))
+            if r.flag(el, "reverse", False):
+                # OpenSim 4 converts a 3.x reversed joint so: its parent frame is the one in the
+                # body that holds it (location, orientation), its child frame the other one; the
+                # tree then runs through it backwards (orient_joints)
+                info = self.joint_info(el, body_name, X_BM, parent, X_PF)
+                r.report("joint", info.name, "<reverse>true</reverse>: its frames on "
+                                             f"{info.parent or 'ground'} (parent) and {info.child or 'ground'} (child), "
+                                             "as OpenSim 4 converts it")
+            else:
+                info = self.joint_info(el, parent, X_PF, body_name, X_BM)
+            out.append(info)
         return out
 
     def body_element(self, where, name):
@@ -778,9 +824,9 @@ class _Builder:
         for el in _elements(objects) if objects is not None else []:
             parent, X_PF = self.joint_end(el, "parent")
             child, X_BM = self.joint_end(el, "child")
-            if child is None:
-                raise r.error(el, "its child frame is on the ground; expected the ground on the parent side "
-                                  "(reversed joints are not supported)")
+            if r.flag(el, "reverse", False):
+                r.warn(el, "<reverse>true</reverse> is not a property of a 4.x joint: ignored, as OpenSim 4.6 "
+                           "ignores it (its frames say which body is the parent)")
             out.append(self.joint_info(el, parent, X_PF, child, X_BM))
         return out
 
@@ -815,8 +861,8 @@ class _Builder:
             raise r.error(el, "a joint without a name=\"...\"")
         if el.tag not in _JOINT_TYPES:
             raise r.error(el, f"unsupported joint type {el.tag!r}; expected one of {', '.join(_JOINT_TYPES)}")
-        if r.flag(el, "reverse", False):
-            raise r.error(el, "<reverse>true</reverse>: reversed joints are not supported")
+        if el in r.auto_named:
+            r.warn(el, f"a {el.tag} without a name=\"...\": named {name!r} as OpenSim 4.6 does")
         info = _JointInfo(el, name, el.tag, parent, X_PF, child, X_BM)
         listed = self.coordinate_elements(el)
         if el.tag == "CustomJoint":
@@ -974,6 +1020,7 @@ class _Builder:
     def check_tree(self, joints):
         """One parent joint per body, no cycles; bodies without a joint get OpenSim's FreeJoint."""
         r = self.r
+        self.orient_joints(joints)
         names, parent_of = {}, {}
         for j in joints:
             if j.name in names:      # OpenSim renames the later ones <name>_0, <name>_1, ...
@@ -1011,6 +1058,103 @@ class _Builder:
                 names[joint_name] = info
         return joints
 
+    def orient_joints(self, joints):
+        """Run the tree out from the ground: a joint reached from its child's side first (its
+        child frame nearer the ground, or a 3.x reversed joint) is traversed backwards, as
+        Simbody's graph maker reverses a mobilizer; its coordinates keep their sense."""
+        reached, pending = {None}, list(joints)
+        while pending:
+            left = []
+            for j in pending:
+                if j.parent in reached:
+                    reached.add(j.child)
+                elif j.child in reached:
+                    j.reverse()
+                    reached.add(j.child)
+                    self.r.report("joint", j.name, f"traversed from {j.parent or 'ground'} to {j.child or 'ground'} "
+                                                   "(its child frame is nearer the ground), as OpenSim does")
+                else:
+                    left.append(j)
+            if len(left) == len(pending):
+                break           # not connected to the ground: check_tree says what is wrong
+            pending = left
+
+    def scapulothoracic(self, info):
+        """OpenSim's ScapulothoracicJoint (Seth et al. 2016) as Simbody builds it: an Ellipsoid
+        mobilizer (abduction, elevation, upward rotation) from the parent frame turned by +90 deg
+        about z, radii (ry, rx, rz), to a massless body in the same turned frame; then a pin
+        (winging) about the axis (-sin d, cos d, 0) through (ox, oy, 0) of that body; then the
+        child. Adds the ellipsoid joint "<name>" and the massless link "<name>_ellipsoid";
+        returns (type, extra, frames, what) of the winging joint "<name>_winging" to the child."""
+        r, model = self.r, self.r.model
+        radii = r.numbers(info.el, "thoracic_ellipsoid_radii_x_y_z", 3)
+        if not np.all(radii > 0):
+            raise r.error(info.el, f"thoracic_ellipsoid_radii_x_y_z {radii.tolist()}; expected three radii > 0")
+        origin = r.numbers(info.el, "scapula_winging_axis_origin", 2, [0.0, 0.0])
+        direction = r.number(info.el, "scapula_winging_axis_direction", 0.0)
+        turn = make_transform(axis_angle_to_matrix([0, 0, 1], math.pi / 2), np.zeros(3))
+        body = _unique_name(f"{info.name}_ellipsoid", set(self.bodies) | {l.name for l in model.links})
+        model.add_link(Link(body))
+        c3 = info.coords[:3]
+        ellipsoid = Joint(info.name, "custom", info.parent, body, origin=info.X_PF @ turn, child_pose=turn,
+                          transform_axes=_ellipsoid_axes(), ellipsoid_radii=radii[[1, 0, 2]],
+                          dof_names=[c.dof for c in c3], q0=[c.default for c in c3],
+                          v0=xyz_rates([c.default for c in c3], [c.speed for c in c3]),
+                          locked=[c.locked for c in c3],
+                          params={"range": np.array([c.range for c in c3]), "clamped": [c.clamped for c in c3],
+                                  "opensim_type": info.type})
+        model.add_joint(ellipsoid)
+        for c in c3:
+            self.joint_of_dof[c.dof] = ellipsoid
+        axis = np.array([-math.sin(direction), math.cos(direction), 0.0])
+        W = make_transform(_axis_rotation_to_z(axis), [origin[0], origin[1], 0.0])
+        r.report("joint", info.name, f"ScapulothoracicJoint -> custom (Ellipsoid, radii {radii[[1, 0, 2]].tolist()} "
+                                     f"in the turned frame): {', '.join(c.dof for c in c3)}; massless link {body!r}")
+        return ("revolute", dict(axis=[0, 0, 1]), dict(origin=W, child_pose=info.X_BM @ W),
+                f"ScapulothoracicJoint winging -> revolute about {np.round(axis, 6).tolist()} through "
+                f"({origin[0]:g}, {origin[1]:g}, 0) of {body!r}")
+
+    def reversed_motion(self, info):
+        """(type, Joint kwargs, what) of a joint traversed backwards: J'(q) = inv(X_FM(q)). With
+        X_FM = [R(q), p(q)], inv = [R^T, -R^T p]: a custom joint (rotations in reverse order with
+        negated functions) when p is constant (folded into child_pose) or R is (translations
+        along -R^T t_k); a joint moving both (FreeJoint, PlanarJoint, such a CustomJoint) is refused."""
+        r, t = self.r, info.type
+        lin = Function.linear(1.0, 0.0)
+        if t == "PinJoint":
+            return "revolute", dict(axis=[0, 0, -1]), "PinJoint, reversed -> revolute about -z"
+        if t == "SliderJoint":
+            return "prismatic", dict(axis=[-1, 0, 0]), "SliderJoint, reversed -> prismatic along -x"
+        if t in ("UniversalJoint", "GimbalJoint", "BallJoint"):
+            n = 2 if t == "UniversalJoint" else 3
+            rot = [(_UNIT[k], k, lin) for k in range(n)]
+            trans = []
+        elif t == "CustomJoint":
+            rot, trans = info.axes[:3], info.axes[3:]
+        else:
+            raise r.error(info.el, f"a {t} traversed backwards (its child frame is nearer the ground, or "
+                                   "<reverse>true</reverse>): its inverse moves rotation and translation together, "
+                                   "which no joint here expresses; expected the parent frame nearer the ground")
+        moving_rot = any(k >= 0 for _, k, _ in rot)
+        moving_trans = any(k >= 0 for _, k, _ in trans)
+        if moving_rot and moving_trans:
+            raise r.error(info.el, f"a CustomJoint traversed backwards (its child frame is nearer the ground, or "
+                                   "<reverse>true</reverse>) that both rotates and translates: its inverse is not a "
+                                   "CustomJoint; expected the parent frame nearer the ground")
+        R_c = np.eye(3)
+        for axis, k, f in rot:
+            R_c = R_c @ axis_angle_to_matrix(axis, float(f(0.0)))
+        axes = [TransformAxis(axis, k, scaled(f, -1.0)) for axis, k, f in reversed(rot)]
+        axes += [TransformAxis(_UNIT[k], -1, Function.constant(0.0)) for k in range(len(rot), 3)]
+        child_pose = info.X_BM
+        if moving_rot:
+            p_c = sum((float(f(0.0)) * axis for axis, _, f in trans), np.zeros(3))
+            child_pose = info.X_BM @ make_transform(np.eye(3), p_c)
+            axes += [TransformAxis(_UNIT[k], -1, Function.constant(0.0)) for k in range(3)]
+        else:
+            axes += [TransformAxis(-R_c.T @ axis, k, f) for axis, k, f in trans]
+        return "custom", dict(transform_axes=axes, child_pose=child_pose), f"{t}, reversed -> custom (inverse motion)"
+
     def name_coordinates(self, joints):
         """Model dof names: the coordinate names, "<joint>/<coordinate>" for a name used twice."""
         count = {}
@@ -1044,7 +1188,13 @@ class _Builder:
         u0 = np.array([c.speed for c in coords])
         order = list(range(len(coords)))
         what = ""
-        if t == "WeldJoint":
+        name, parent = info.name, info.parent
+        if info.reversed and t != "WeldJoint":
+            joint_type, extra, what = self.reversed_motion(info)
+            kw.update(child_pose=extra.pop("child_pose", info.X_BM))
+            if t == "BallJoint":
+                u0 = xyz_rates(q0, u0)
+        elif t == "WeldJoint":
             joint = Joint(info.name, "fixed", info.parent, info.child, **kw)
             what = "WeldJoint -> fixed"
         elif t == "PinJoint":
@@ -1059,16 +1209,21 @@ class _Builder:
         elif t == "GimbalJoint":
             joint_type, extra = "euler", dict(euler_order="xyz")
             what = "GimbalJoint -> euler xyz"
-        elif t in ("BallJoint", "EllipsoidJoint"):
+        elif t == "BallJoint":
             joint_type, extra = "euler", dict(euler_order="xyz")
             u0 = xyz_rates(q0, u0)
             what = (f"{t} -> euler xyz (OpenSim's body-fixed X-Y-Z coordinates; speeds are the angle rates, "
                     "OpenSim's the angular velocity in the parent frame)")
-            if t == "EllipsoidJoint":
-                radii = r.numbers(info.el, "radii_x_y_z", 3, [1, 1, 1])
-                r.warn(info.el, f"EllipsoidJoint: simulated as a ball (euler xyz) stand-in; the child frame does "
-                                f"not slide over the ellipsoid of radii {radii.tolist()}")
-                what = "EllipsoidJoint -> euler xyz STAND-IN (no translation over the ellipsoid)"
+        elif t == "EllipsoidJoint":
+            radii = r.numbers(info.el, "radii_x_y_z", 3, [1, 1, 1])
+            joint_type, extra = "custom", dict(transform_axes=_ellipsoid_axes(), ellipsoid_radii=radii)
+            u0 = xyz_rates(q0, u0)
+            what = ("EllipsoidJoint -> custom: x-y-z body-fixed rotations, the child frame's origin at "
+                    "diag(radii) R z (Simbody's Ellipsoid mobilizer; speeds are the angle rates)")
+        elif t == "ScapulothoracicJoint":
+            joint_type, extra, kw, what = self.scapulothoracic(info)
+            coords, q0, u0, order = coords[3:], q0[3:], u0[3:], [0]
+            name, parent = f"{info.name}_winging", self.r.model.joints[-1].child
         elif t == "PlanarJoint":
             joint_type, extra = "planar", dict(axis=[0, 0, 1])
             order = [1, 2, 0]
@@ -1086,14 +1241,16 @@ class _Builder:
         if t != "WeldJoint":
             cs = [coords[k] for k in order]
             params = {"range": np.array([c.range for c in cs]), "clamped": [c.clamped for c in cs],
-                      "opensim_type": t}
+                      "opensim_type": t, "opensim_joint": info.name}
             try:
-                joint = Joint(info.name, joint_type, info.parent, info.child, dof_names=[c.dof for c in cs],
+                joint = Joint(name, joint_type, parent, info.child, dof_names=[c.dof for c in cs],
                               q0=q0[order], v0=u0[order], locked=[c.locked for c in cs], params=params,
                               **extra, **kw)
             except ModelError as exc:
                 raise r.error(info.el, str(exc)) from None
         self.model_joints[info.name] = joint
+        for dof in joint.dof_names or ():
+            self.joint_of_dof[dof] = joint
         r.report("joint", info.name, what + (": " + ", ".join(c.dof for c in coords) if coords else ""))
         for c in coords:
             notes = []
@@ -1131,7 +1288,7 @@ class _Builder:
         raise r.error(el, f"missing <socket_{name}> (the path of a frame)")
 
     def joint_of_coordinate(self, c):
-        return self.model_joints[c.joint.name]
+        return self.joint_of_dof[c.dof]
 
     # -- constraints ---------------------------------------------------------------------------
     def read_constraints(self):

@@ -20,6 +20,7 @@ with "file:line:" and says what was expected.
 from __future__ import annotations
 
 import bisect
+import math
 import os
 import re
 
@@ -205,7 +206,8 @@ def parse_string(text: str, path: str = "<string>") -> Scene:
 
 def decode(data: bytes) -> str:
     """UTF-8 as the header says; real files also hold Shift-JIS comments, so fall back to
-    Shift-JIS and finally to UTF-8 with replacement characters (comments are dropped anyway)."""
+    Shift-JIS and finally to UTF-8 with replacement characters: harmless in comments (dropped),
+    a ModelError naming the line anywhere else (the tokenizer checks)."""
     for encoding in ("utf-8", "shift_jis"):
         try:
             return data.decode(encoding)
@@ -345,6 +347,9 @@ class _Parser:
                 what = "an unterminated string" if m.group() == '"' else repr(m.group())
                 raise ModelError(f"{self.path}:{self.line_of(m.start())}: unexpected {what}; "
                                  "expected a VRML token")
+            if "\ufffd" in m.group():
+                raise ModelError(f"{self.path}:{self.line_of(m.start())}: bytes that are neither UTF-8 nor Shift-JIS "
+                                 f"in {m.group()!r}; expected VRML97 text in UTF-8")
             kinds.append(kind)
             texts.append(m.group())
             pos.append(m.start())
@@ -739,16 +744,25 @@ class _Parser:
         text = self.texts[self.i]
         self.i += 1
         if "x" in text or "X" in text:
-            return int(text, 16)
-        if ftype == "SFInt32":
+            value = int(text, 16)
+        elif ftype == "SFInt32":
             try:
-                return int(text)
+                value = int(text)
             except ValueError:
                 value = float(text)
                 if not value.is_integer():
                     raise self.error(f"{what}: expected SFInt32 (an integer), got {text!r}", self.i - 1) from None
-                return int(value)
-        return float(text)
+                value = int(value)
+        else:
+            value = float(text)
+            if not math.isfinite(value):       # VRML has no inf or nan: the literal overflowed a double
+                raise self.error(f"{what}: {text!r} is out of range; expected a {ftype[2:]} within "
+                                 "+-1.8e308", self.i - 1)
+            return value
+        if not -2 ** 31 <= value < 2 ** 31:
+            raise self.error(f"{what}: {text!r} is out of range; expected an SFInt32 in "
+                             "-2147483648..2147483647", self.i - 1)
+        return value
 
     def _node_value(self, ftype, what):
         """SFNode/MFNode values outside a node body (PROTO defaults)."""
@@ -784,7 +798,10 @@ class _Parser:
         kind, text = self.kinds[self.i], self.texts[self.i]
         self.i += 1
         if kind == "num":
-            return int(text, 16) if "x" in text.lower() else float(text)
+            value = int(text, 16) if "x" in text.lower() else float(text)
+            if not (math.isfinite(value) and abs(value) < 2 ** 63):
+                raise self.error(f"{text!r} is out of range; expected a number within +-9.2e18", self.i - 1)
+            return value
         if kind == "str":
             return _unquote(text)
         if kind == "id" and text in ("TRUE", "FALSE"):

@@ -37,6 +37,38 @@ JOINT_TYPES = {
 SHAPE_KINDS = ("box", "sphere", "cylinder", "capsule", "cone", "plane", "mesh")
 
 
+# CAD exports round each entry of an inertia tensor on its own, so a tensor written out as nine
+# numbers (OpenHRP's momentsOfInertia) can be asymmetric by a few digits of its largest entry.
+# Up to this relative asymmetry it is averaged with its transpose; beyond it, it is refused.
+INERTIA_SYMMETRY_TOL = 1e-5
+_INERTIA_ROUNDING = 1e-12      # relative asymmetry of floating-point rounding alone: no note
+
+
+def symmetric_inertia(inertia, what):
+    """(I, note): a finite 3x3 inertia tensor made exactly symmetric, and a note (or None) when
+    it was asymmetric by more than rounding. A non-finite tensor, or one asymmetric by more than
+    INERTIA_SYMMETRY_TOL of its largest entry, is a ModelError starting with `what` (the file
+    and element). The one check every loader and Link use."""
+    I = np.asarray(inertia, dtype=float)
+    if I.size != 9:
+        raise ModelError(f"{what}: inertia has {I.size} numbers; expected a 3x3 matrix")
+    I = I.reshape(3, 3)
+    if not np.all(np.isfinite(I)):
+        raise ModelError(f"{what}: inertia {I.ravel().tolist()} is not finite; expected a symmetric 3x3 "
+                         "inertia tensor")
+    scale = float(np.abs(I).max())
+    asym = float(np.abs(I - I.T).max())
+    if asym > INERTIA_SYMMETRY_TOL * scale:
+        raise ModelError(f"{what}: inertia is not symmetric (entries differ from their transposes by "
+                         f"{asym:.3g}, {asym / scale:.2g} of its largest entry; at most "
+                         f"{INERTIA_SYMMETRY_TOL:g} is taken as rounding); expected a symmetric 3x3 inertia tensor")
+    note = None
+    if asym > _INERTIA_ROUNDING * scale:
+        note = (f"{what}: inertia asymmetric by {asym:.3g} ({asym / scale:.2g} of its largest entry, "
+                f"within the {INERTIA_SYMMETRY_TOL:g} taken as rounding): averaged with its transpose")
+    return 0.5 * (I + I.T), note
+
+
 def _vec(x, n, what):
     a = np.asarray(x, dtype=float).reshape(-1)
     if a.shape != (n,):
@@ -96,12 +128,10 @@ class Link:
 
     def __post_init__(self):
         self.com = _vec(self.com, 3, f"link {self.name!r} com")
-        self.inertia = np.asarray(self.inertia, dtype=float).reshape(3, 3)
+        self.inertia, _ = symmetric_inertia(self.inertia, f"link {self.name!r}")
         self.mass = float(self.mass)
         if not np.isfinite(self.mass) or self.mass < 0:
             raise ModelError(f"link {self.name!r}: mass must be a finite number >= 0, got {self.mass}")
-        if not np.all(np.isfinite(self.inertia)) or not np.allclose(self.inertia, self.inertia.T, atol=1e-12 + 1e-9 * np.abs(self.inertia).max()):
-            raise ModelError(f"link {self.name!r}: inertia must be a finite symmetric 3x3 matrix")
 
 
 @dataclass
@@ -111,7 +141,9 @@ class Joint:
     `dof_names` (optional, one per DOF) names the DOFs in Model.dof_names; a custom joint
     needs it (its coordinates) and gets nq = nv = len(dof_names), q = v integrated; its motion
     is `transform_axes` (6 TransformAxis: rotations body-fixed in order, then translations in
-    the parent-side frame): J(q) = [R(a1, f1) R(a2, f2) R(a3, f3), f4 t1 + f5 t2 + f6 t3].
+    the parent-side frame): J(q) = [R(a1, f1) R(a2, f2) R(a3, f3), f4 t1 + f5 t2 + f6 t3], plus
+    diag(ellipsoid_radii) R z when given (Simbody's Ellipsoid mobilizer: the child frame's origin
+    on the ellipsoid where R z points).
     `locked` is one bool for the joint or one per DOF.
 
     Per-DOF arrays (lower, upper, velocity_limit, effort_limit, damping, stiffness,
@@ -144,6 +176,7 @@ class Joint:
     child_pose: np.ndarray = field(default_factory=lambda: np.eye(4))
     dof_names: Optional[list] = None
     transform_axes: Optional[list] = None     # custom joints: 6 TransformAxis
+    ellipsoid_radii: Optional[np.ndarray] = None   # custom joints: Simbody's Ellipsoid, p += diag(radii) R z
     # filled by Model.finalize()
     q_index: int = -1
     v_index: int = -1
@@ -157,6 +190,10 @@ class Joint:
             if not self.dof_names or self.transform_axes is None or len(self.transform_axes) != 6:
                 raise ModelError(f"joint {self.name!r}: a custom joint needs dof_names (its coordinates) "
                                  "and six transform_axes (three rotations, three translations)")
+            if self.ellipsoid_radii is not None:
+                self.ellipsoid_radii = np.asarray(self.ellipsoid_radii, dtype=float).reshape(-1)
+                if self.ellipsoid_radii.shape != (3,) or not np.all(np.isfinite(self.ellipsoid_radii)):
+                    raise ModelError(f"joint {self.name!r}: ellipsoid_radii must be three finite numbers")
             for ta in self.transform_axes:
                 if not -1 <= ta.coordinate < len(self.dof_names):
                     raise ModelError(f"joint {self.name!r}: transform axis coordinate {ta.coordinate} is not "

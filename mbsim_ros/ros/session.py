@@ -6,6 +6,7 @@ import math
 import sys
 import threading
 import time
+import warnings
 
 from ..model import ConfigError, ModelError
 from .bridge import Bridge
@@ -24,9 +25,14 @@ def simulation(models, config, log=None):
     from ..sensors import Simulation
     from .world import DEFAULT_DT
     try:
-        sim = Simulation(models, dt=config["dt"] or DEFAULT_DT, integrator=config["integrator"],
-                         contact=config["contact"] or None, seed=config["seed"], sensors=config["sensors"],
-                         names=getattr(models, "names", None), poses=getattr(models, "poses", None))
+        with warnings.catch_warnings(record=True) as caught:     # its notes go to log, once
+            warnings.simplefilter("always")
+            sim = Simulation(models, dt=config["dt"] or DEFAULT_DT, integrator=config["integrator"],
+                             contact=config["contact"] or None, seed=config["seed"], sensors=config["sensors"],
+                             names=getattr(models, "names", None), poses=getattr(models, "poses", None))
+        for w in caught:
+            if str(w.message) not in sim.notes:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     except (ConfigError, ModelError):
         raise
     except ValueError as e:        # options this world cannot take (rk4 with LCP contact, ...)
@@ -35,7 +41,7 @@ def simulation(models, config, log=None):
     if config.get("on_ground"):
         for entity in sim.model_names:
             put_on_ground(sim, entity)
-    for note in overlap_notes(sim):
+    for note in sim.notes + overlap_notes(sim):      # initial assembly, massless joints, overlaps
         (log or (lambda text: None))(note)
     return sim
 

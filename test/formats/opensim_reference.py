@@ -62,6 +62,8 @@ def joint_motion(joint, q):
                 T = T @ _rot(ta.axis, value)
             else:
                 p += value * ta.axis
+        if joint.ellipsoid_radii is not None:      # Simbody's Ellipsoid mobilizer: + diag(radii) R z
+            p += joint.ellipsoid_radii * T[:3, 2]
         T[:3, 3] = p
         return T
     raise ValueError(f"joint type {t}")

@@ -127,3 +127,12 @@ def test_unknown_keys_and_fixed_pairs_warn(tmp_path):
     assert any("model.bodies[0].colour" in m and "ignored" in m for m in messages)
     assert any("model.joints[0]" in m and "two fixed bodies" in m for m in messages)
     assert model.warnings == messages
+
+
+def test_invalid_utf8_names_line_and_byte_offset(tmp_path):
+    """Issue 19: an invalid UTF-8 byte was a UnicodeDecodeError traceback."""
+    path = tmp_path / "bad_bytes.yaml"
+    path.write_bytes(b"chrono-version: 10.0\nmodel:\n  name: a\xffb\n")
+    with pytest.raises(ModelError, match=rf"^{path}:3: byte 0xff at byte offset 37 is not UTF-8 text; "
+                                         "expected a YAML file in UTF-8"):
+        load_model(path)

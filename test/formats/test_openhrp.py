@@ -200,8 +200,10 @@ BAD_MODELS = [
      2, "expected a non-zero rotation axis"),
     ("zero_transform_axis", f'Humanoid {{ humanoidBody [\nDEF R Joint {{ jointType "fixed" children [ {SEG}\n'
      'Transform { rotation 0 0 0 0.5 } ] } ] }', 3, "expected a non-zero rotation axis"),
-    ("joint_without_segment", 'Humanoid { humanoidBody [\nDEF R Joint { jointType "fixed" } ] }',
-     2, "has no Segment; expected at least one Segment"),
+    ("asymmetric_inertia", f'Humanoid {{ humanoidBody [\nDEF R Joint {{ jointType "fixed" children [\n'
+     'Segment { momentsOfInertia [1 0.01 0 0 1 0 0 0 1] } ] } ] }', 3, "inertia is not symmetric"),
+    ("nonfinite_inertia", f'Humanoid {{ humanoidBody [\nDEF R Joint {{ jointType "fixed" children [\n'
+     'Segment { momentsOfInertia [1 0 0 0 1e999 0 0 0 1] } ] } ] }', 3, "'1e999' is out of range"),
     ("wrong_field_type", f'Humanoid {{ humanoidBody [\nDEF R Joint {{ jointType "fixed" children [\nSegment {{ mass "heavy" }} ] }} ] }}',
      3, "expected SFFloat"),
     ("unknown_joint_type", f'Humanoid {{ humanoidBody [\nDEF R Joint {{ jointType "hinge" children [ {SEG} ] }} ] }}',
@@ -436,3 +438,21 @@ def test_bundled_sr1_world_carries_all_five_sensor_types():
     assert (BUNDLED / "SR1.wrl").read_bytes() == shared_model("openhrp", "SR1.wrl").read_bytes()
     floor = load_openhrp(BUNDLED / "floor.wrl")
     assert floor.joints[0].type == "fixed" and floor.links[0].collisions[0].kind == "box"
+
+
+# -- files from the field (issue 19) ----------------------------------------------------------------
+def test_bush_joint_chain_and_cad_rounded_inertia():
+    """Joints without a Segment get massless links (OpenHRP, Choreonoid); a momentsOfInertia
+    asymmetric by 5.8e-7 of its largest entry is averaged with its transpose; both noted (its
+    dynamics against Pinocchio: test/dynamics/test_massless.py)."""
+    model = load_openhrp(OWN / "bush_chain.wrl")
+    assert [(j.name, j.type, j.parent) for j in model.joints] == [
+        ("BASE", "fixed", None), ("BUSH_X", "prismatic", "BASE"), ("BUSH_Y", "prismatic", "BUSH_X"),
+        ("BUSH_RZ", "revolute", "BUSH_Y"), ("FOOT", "revolute", "BUSH_RZ")]
+    assert [model.link(n).mass for n in ("BUSH_X", "BUSH_Y", "BUSH_RZ")] == [0.0, 0.0, 0.0]
+    assert not any(model.link(n).inertia.any() for n in ("BUSH_X", "BUSH_Y", "BUSH_RZ"))
+    assert any("Joints BUSH_X, BUSH_Y, BUSH_RZ have no Segment: massless links" in w for w in model.warnings)
+    (note,) = [w for w in model.warnings if "asymmetric" in w]
+    assert "Segment BASE_SEG momentsOfInertia: inertia asymmetric by 8.7e-08 (5.8e-07 of its largest entry" in note
+    I = model.link("BASE").inertia
+    assert I[0, 1] == I[1, 0] == pytest.approx((0.002 + 0.002000087) / 2, rel=1e-15)

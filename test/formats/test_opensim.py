@@ -269,12 +269,42 @@ def test_a_body_without_a_joint_gets_opensims_free_joint(tmp_path):
     assert sorted(o.key(c) for c in o.coords) == sorted([("j", "_coord_0")] + [("free_c", n) for n in free.dof_names])
 
 
-def test_ellipsoid_joint_is_a_reported_stand_in():
-    model = _load(MODELS / "standin_ellipsoid.osim")
+def test_joints_without_a_name_are_named_after_their_class_as_opensim_4_6_does():
+    with pytest.warns(UserWarning, match=r'a PinJoint without a name="...": named \'pinjoint\' as OpenSim 4.6 does'):
+        model = load_opensim(MODELS / "unnamed_joints.osim", visuals="none")
+    # OpenSim 4.6 (checked with its Python package: test_opensim_truth.py compares the joint names too)
+    assert [(j.name, j.parent, j.child) for j in model.joints if j.child != "ground"] == [
+        ("pinjoint", None, "upper"), ("pinjoint_0", "upper", "lower"), ("weldjoint", "lower", "tip")]
+    assert model.joint("pinjoint_0").dof_names == ["q2"]
+
+
+def test_reversed_joints_run_the_tree_backwards_with_the_inverse_motion():
+    """A 4.x joint whose child frame is nearer the ground, and a 3.x <reverse>true</reverse>
+    joint, are traversed from their child to their parent with J'(q) = inv(X_FM(q)); the poses
+    and accelerations against OpenSim 4.6 are in test_opensim_truth.py."""
+    model = _load(MODELS / "reversed_joints.osim")
+    shoulder = model.joint("shoulder")
+    assert (shoulder.type, shoulder.parent, shoulder.child, shoulder.axis.tolist()) == ("revolute", None, "upper", [0, 0, -1])
+    elbow = model.joint("elbow")
+    assert (elbow.type, elbow.parent, elbow.child) == ("custom", "upper", "lower")
+    # the Gimbal's X-Y-Z rotations inverted: Z, Y, X with negated angles
+    assert [(ta.axis.tolist(), ta.coordinate, float(ta.function(1.0))) for ta in elbow.transform_axes[:3]] == [
+        ([0, 0, 1], 2, -1.0), ([0, 1, 0], 1, -1.0), ([1, 0, 0], 0, -1.0)]
+    assert model.joint("finger_slide").axis.tolist() == [-1, 0, 0]
+    assert ("joint", "shoulder", "traversed from ground to upper (its child frame is nearer the ground), as OpenSim "
+                                 "does") in model.report
+    old = _load(MODELS / "reversed30.osim")
+    assert (old.joint("elbow").parent, old.joint("elbow").child) == ("arm", "forearm")
+    assert any(n == "elbow" and "<reverse>true</reverse>" in w for _, n, w in old.report)
+
+
+def test_ellipsoid_joint_is_simbodys_ellipsoid_mobilizer():
+    """Poses and accelerations against OpenSim 4.6: test_opensim_truth.py on scapulothoracic.osim."""
+    model = _load(MODELS / "prescribed_ellipsoid.osim")
     joint = model.joint("scapula")
-    assert (joint.type, joint.euler_order, joint.dof_names) == ("euler", "xyz", ["sc_x", "sc_y", "sc_z"])
-    assert "STAND-IN" in _report(model, "joint")["scapula"]
-    assert any("EllipsoidJoint: simulated as a ball (euler xyz) stand-in" in w for w in model.warnings)
+    assert (joint.type, joint.dof_names, joint.ellipsoid_radii.tolist()) == ("custom", ["sc_x", "sc_y", "sc_z"],
+                                                                             [0.07, 0.15, 0.07])
+    assert "Simbody's Ellipsoid mobilizer" in _report(model, "joint")["scapula"]
     assert "prescribed motion: not simulated" in _report(model, "coordinate")["sc_z"]
 
 

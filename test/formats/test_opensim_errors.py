@@ -110,12 +110,18 @@ def test_a_body_with_two_parent_joints(tmp_path):
 {_pin("j2", "/bodyset/b", "/bodyset/a")}
 {_pin("j3", "/ground", "/bodyset/b")}
 </objects></JointSet>""")
-    _fails(path, r"line 9, <PinJoint name=\"j2\">: body 'a' is already the child of joint 'j1' \(line 8\)")
+    # j2 runs backwards from a to b (its child frame is nearer the ground), so j3 closes the loop
+    _fails(path, r"line 10, <PinJoint name=\"j3\">: body 'b' is already the child of joint 'j2' \(line 9\)")
 
 
-def test_a_joint_with_the_ground_as_child(tmp_path):
-    path = _model(tmp_path, BODIES + f'<JointSet><objects>{_pin("j1", "/bodyset/a", "/ground")}</objects></JointSet>')
-    _fails(path, r"<PinJoint name=\"j1\">: its child frame is on the ground")
+@pytest.mark.parametrize("kind", ["FreeJoint", "PlanarJoint"])
+def test_a_joint_traversed_backwards_that_rotates_and_translates(tmp_path, kind):
+    """Its inverse is no joint here: refused by name (rotation-only and translation-only joints
+    load reversed: test_opensim_truth.py on reversed_joints.osim and reversed30.osim)."""
+    joint = _pin("j1", "/bodyset/a", "/ground").replace("PinJoint", kind)
+    path = _model(tmp_path, BODIES + f'<JointSet><objects>{joint}</objects></JointSet>')
+    _fails(path, rf"<{kind} name=\"j1\">: a {kind} traversed backwards \(its child frame is nearer the ground, or "
+                 r"<reverse>true</reverse>\): its inverse moves rotation and translation together")
 
 
 @pytest.mark.parametrize("content, pattern", [
@@ -155,17 +161,21 @@ def test_a_second_body_of_the_same_name(tmp_path):
 
 
 def test_unsupported_joint_type(tmp_path):
-    path = _model(tmp_path, BODIES + """<JointSet><objects><ScapulothoracicJoint name="st">
+    path = _model(tmp_path, BODIES + """<JointSet><objects><ConstantCurvatureJoint name="cc">
 <socket_parent_frame>/ground</socket_parent_frame><socket_child_frame>/bodyset/a</socket_child_frame>
-</ScapulothoracicJoint></objects></JointSet>""")
-    _fails(path, r"<ScapulothoracicJoint name=\"st\">: unsupported joint type 'ScapulothoracicJoint'; expected one of "
-                 r"WeldJoint, PinJoint")
+</ConstantCurvatureJoint></objects></JointSet>""")
+    _fails(path, r"<ConstantCurvatureJoint name=\"cc\">: unsupported joint type 'ConstantCurvatureJoint'; expected one "
+                 r"of WeldJoint, PinJoint")
 
 
-def test_a_reversed_joint(tmp_path):
+def test_reverse_in_a_4x_joint_is_ignored_as_opensim_does(tmp_path):
     path = _model(tmp_path, BODIES + f'<JointSet><objects>{_pin("j1", "/ground", "/bodyset/a", "<reverse>true</reverse>")}'
                                      "</objects></JointSet>")
-    _fails(path, r"<PinJoint name=\"j1\">: <reverse>true</reverse>: reversed joints are not supported")
+    with pytest.warns(UserWarning, match=r"<PinJoint name=\"j1\">: <reverse>true</reverse> is not a property of a "
+                                         r"4.x joint: ignored, as OpenSim 4.6 ignores it"):
+        model = load_model(path)
+    joint = model.joint("j1")
+    assert (joint.type, joint.parent, joint.child, joint.axis.tolist()) == ("revolute", None, "a", [0, 0, 1])
 
 
 def test_clamped_default_outside_its_range(tmp_path):

@@ -20,7 +20,7 @@ ACCEL_REL = 1e-8       # relative to the largest acceleration: two O(n) dynamics
 
 def _models():
     own = sorted((OWN_MODELS / "opensim").glob("*.osim"))
-    own = [p for p in own if not p.name.startswith("standin_")]      # our stand-ins differ from OpenSim on purpose
+    own = [p for p in own if not p.name.startswith("prescribed_")]   # OpenSim prescribes what we leave free
     params = [pytest.param(p, id=p.name) for p in own]
     shared = SHARED_MODELS / "opensim"
     if shared.is_dir():
@@ -45,8 +45,8 @@ def _dofs(model):
     assert model.nq == model.nv, "the loader keeps OpenSim's coordinates: one q per DOF"
     out = []
     for j in model.joints:
-        for k, dof in enumerate(j.dof_names or []):
-            out.append((j.v_index + k, (j.name, dof.split("/")[-1])))
+        for k, dof in enumerate(j.dof_names or []):   # a ScapulothoracicJoint is two joints here
+            out.append((j.v_index + k, (j.params.get("opensim_joint", j.name), dof.split("/")[-1])))
     return out
 
 

@@ -52,8 +52,25 @@ def test_shift_jis_bytes_are_decoded():
     data = "# \u8155 comment\nWorldInfo { title \"\u8155\" }\n".encode("shift_jis")
     text = vrml.decode(data)
     assert parse(text).roots[0].type == "WorldInfo"
-    # bytes valid in neither encoding still parse (comments are dropped anyway)
+    # bytes valid in neither encoding still parse in a comment (dropped), not in a token (issue 19)
     assert parse(vrml.decode(b"# \xff\xfe\xfd\nGroup { }\n")).roots[0].type == "Group"
+    with pytest.raises(ModelError, match=r"^bad\.wrl:2: bytes that are neither UTF-8 nor Shift-JIS in "
+                                         "'\"a\ufffd\"'; expected VRML97 text in UTF-8"):
+        parse(vrml.decode(b"#VRML V2.0 utf8\nWorldInfo { title \"a\xff\" }\n"), "bad.wrl")
+
+
+@pytest.mark.parametrize("field, value, expected", [
+    ("SFInt32 jointId", "99999999999999999999", r"'99999999999999999999' is out of range; expected an SFInt32 in "
+                                                 r"-2147483648\.\.2147483647"),
+    ("SFInt32 jointId", "0xFFFFFFFFFF", "out of range; expected an SFInt32"),
+    ("SFFloat mass", "1e999", r"'1e999' is out of range; expected a Float within \+-1\.8e308"),
+    ("SFVec3f p", "0 -2e400 0", r"'-2e400' is out of range"),
+])
+def test_numbers_out_of_range_name_the_line(field, value, expected):
+    ftype, name = field.split()
+    text = f"PROTO P [ field {ftype} {name} 0{' 0 0' if ftype == 'SFVec3f' else ''} ] {{ Group {{ }} }}\nP {{\n{name} {value} }}\n"
+    with pytest.raises(ModelError, match=rf"^big\.wrl:3: .*{expected}"):
+        parse(text, "big.wrl")
 
 
 def test_mf_fields_bracketed_bare_and_trailing_commas():
