@@ -224,10 +224,12 @@ def test_an_explicit_width_and_height_are_used(tmp_path, capsys):
 
 def test_run_line_names_the_transport_chosen(capsys, monkeypatch):
     from mbsim_ros.ros import transport as transports
+    from mbsim_ros.ros import transport_choice
 
     class Chosen(transports.NullTransport):
         kind = "rclpy"
-    monkeypatch.setattr(transports, "transport_for", lambda kind: Chosen() if kind == "auto" else transports.NullTransport())
+    monkeypatch.setattr(transport_choice, "transport_for",
+                        lambda kind, note=None: Chosen() if kind == "auto" else transports.NullTransport())
     status, out, _ = cli_status(["run", "--duration", "0.01", "--quiet", "--rtf", "0"], capsys)
     assert status == 0 and "; topics on rclpy" in out and "auto" not in out
     status, out, _ = cli_status(["run", "--duration", "0.01", "--quiet", "--rtf", "0", "--transport", "none"], capsys)
