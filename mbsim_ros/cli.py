@@ -6,6 +6,7 @@
     mbsim convert MODEL -o robot.urdf                 URDF for robot_description / RViz, meshes beside it
     mbsim render [MODEL ...] -o view.png              a picture of the world or of a camera's view
     mbsim plot BAG -o plot.png [--joints NAMES]       recorded IMU, wrench and joint traces
+    mbsim warmup                                      compile every numba kernel ahead of time
     mbsim batch SPEC [-o DIR] [--compare BASELINE]    many scenarios headless on Dask -> Parquet
 
 Models: .wrl (OpenHRP), .urdf, .osim (OpenSim, y up: --z-up stands it in the z-up world), .yaml
@@ -20,6 +21,7 @@ import re
 import sys
 import time
 
+from ._kernel_cache import CompileReport, cache_root, compile_report
 from .model import ConfigError, ModelError, SimulationError
 from .ros.world import DEFAULT_WORLD, hold_initial_pose  # noqa: F401 (the bundled world, used by tests and bench)
 from .ros.world import load_models as _load
@@ -73,7 +75,8 @@ def cmd_run(args):
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     t0 = time.perf_counter()
-    sim = simulation(models, config, log=lambda text: print(f"warning: {text}", file=sys.stderr))
+    with compile_report(CompileBar(args.quiet)):
+        sim = simulation(models, config, log=lambda text: print(f"warning: {text}", file=sys.stderr))
     prepare = time.perf_counter() - t0
     transports = []
     live = "no live topics"
@@ -153,6 +156,48 @@ def cmd_run(args):
     if args.bag:
         cameras = [s.name for m in models for s in m.sensors if s.type == "camera"]
         print(_bag_summary(args.bag, transport.stats(), args.compression, cameras))
+    return 0
+
+
+class CompileBar(CompileReport):
+    """The first run's compilation on the terminal: a line at once, then a bar over the kernels."""
+
+    FIRST_RUN = ("compiling the numba kernels (first run of this installation only: later runs load them "
+                 "from the cache; `mbsim warmup` compiles them ahead of time)")
+
+    def __init__(self, quiet=False, line=FIRST_RUN):
+        super().__init__()
+        self.quiet = quiet
+        self.line = line
+        self.bar = None
+
+    def started(self):
+        print(self.line, file=sys.stderr, flush=True)
+
+    def progress(self):
+        if self.quiet or not self.kernels:
+            return
+        if self.bar is None:
+            from tqdm import tqdm
+            self.bar = tqdm(total=self.kernels, unit="kernel", desc="compiling", mininterval=0.2)
+        self.bar.total = self.kernels
+        self.bar.n = self.ready
+        self.bar.set_postfix_str(f"{self.kernel}: {self.function}"[:60])
+
+    def finished(self):
+        if self.bar is not None:
+            self.bar.close()
+        print(f"compiled {self.functions} functions in {self.cpu:.0f} CPU s, cached in {cache_root()}",
+              file=sys.stderr, flush=True)
+
+
+def cmd_warmup(args):
+    from .warmup import warm_up_everything
+    line = "compiling every numba kernel into this installation's cache (once: runs load them from it)"
+    with compile_report(CompileBar(args.quiet, line)) as report:
+        warm_up_everything()
+    print(f"every kernel is ready in {cache_root()}"
+          + (f" ({report.functions} functions compiled)" if report.compiling else " (all were cached already)"))
     return 0
 
 
@@ -466,6 +511,10 @@ def build_parser():
     plot.add_argument("--joints", metavar="NAMES", help="the joints to plot, comma-separated names or "
                       "patterns (e.g. 'LLEG_*,RLEG_KNEE'); default: all, with a legend up to 12")
     plot.set_defaults(func=cmd_plot)
+    warm = sub.add_parser("warmup", help="compile every numba kernel now, into this installation's cache "
+                          "(an install step, a container build, CI), so that no run compiles")
+    warm.add_argument("--quiet", action="store_true", help="no progress bar")
+    warm.set_defaults(func=cmd_warmup)
     batch = sub.add_parser("batch", help="run a batch of scenarios headless (sweeps, Monte Carlo, regression "
                                          "checks) on a local or an existing Dask cluster")
     from .batch.command import add_arguments as batch_arguments

@@ -34,6 +34,7 @@ import os
 import sys
 import threading
 
+from .._kernel_cache import CompileReport, compile_report
 from ..model import ConfigError, ModelError
 from .config import CHOICES, DEFAULTS, load_config
 
@@ -341,6 +342,27 @@ def create_services(node, session, quit=None) -> list:
     return services
 
 
+class CompileLog(CompileReport):
+    """The first start's compilation in the node's log: at once, then as each kernel is ready."""
+
+    def __init__(self, log):
+        super().__init__()
+        self.log = log
+        self._told = 0
+
+    def started(self):
+        self.log.info("compiling the numba kernels (first start of this installation only: later starts "
+                      "load them from the cache; `mbsim warmup` compiles them ahead of time)")
+
+    def progress(self):
+        if self.ready > self._told:
+            self._told = self.ready
+            self.log.info(f"compiled {self.ready}/{self.kernels} kernels ({self.cpu:.0f} CPU s)")
+
+    def finished(self):
+        self.log.info(f"compiled {self.functions} functions in {self.cpu:.0f} CPU s")
+
+
 def description_reader(node, timeout: float = 30.0):
     """read(source) -> URDF text for the models "param:NAME" (this node's parameter NAME, e.g.
     robot_description as ros2_control launch files pass it) and "topic:/NAME" (the latest
@@ -405,7 +427,8 @@ def _start(node, log, values):
     models, notes = load_world(config, description_reader(node))
     for note in notes:
         log.warning(note)
-    sim = simulation(models, config, log=log.warning)
+    with compile_report(CompileLog(log)):      # a first start says at once that it compiles
+        sim = simulation(models, config, log=log.warning)
     transport = RclpyTransport(node)
     if values["bag"]:
         transport = FanoutTransport([transport, BagTransport(values["bag"])])
