@@ -37,9 +37,9 @@ import pickle
 from dataclasses import dataclass, field
 
 import numpy as np
-import yaml
 
 from ..model import ConfigError
+from ..ros.config import read_yaml_mapping
 
 
 class SpecError(ConfigError):
@@ -162,18 +162,8 @@ def load_spec(source, base_dir=None) -> BatchSpec:
         base_dir = base_dir or os.getcwd()
     else:
         where = str(source)
-        try:
-            with open(source, encoding="utf-8") as f:
-                data = yaml.safe_load(f)
-        except FileNotFoundError:
-            raise SpecError(f"{where}: no such batch file") from None
-        except yaml.YAMLError as e:
-            mark = getattr(e, "problem_mark", None)
-            line = f" line {mark.line + 1}:" if mark is not None else ""
-            raise SpecError(f"{where}:{line} not valid YAML ({getattr(e, 'problem', None) or e})") from None
+        data = read_yaml_mapping(source, "batch file", "batch settings", error=SpecError)
         base_dir = base_dir or os.path.dirname(os.path.abspath(where))
-        if not isinstance(data, dict):
-            raise SpecError(f"{where}: expected a mapping of batch settings at the top level")
     unknown = [k for k in data if k not in KEYS]
     if unknown:
         _fail(where, unknown[0], f"unknown key; expected one of {', '.join(KEYS)}")

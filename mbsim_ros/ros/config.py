@@ -60,22 +60,29 @@ def load_config(path=None, overrides=None) -> dict:
     where = "configuration"
     if path:
         where = str(path)
-        try:
-            with open(path, encoding="utf-8") as f:
-                data = yaml.safe_load(f)
-        except FileNotFoundError:
-            raise ConfigError(f"{path}: no such configuration file") from None
-        except yaml.YAMLError as e:
-            mark = getattr(e, "problem_mark", None)
-            line = f" line {mark.line + 1}" if mark is not None else ""
-            raise ConfigError(f"{path}:{line}: not valid YAML ({getattr(e, 'problem', None) or e})") from None
-        if data is None:
-            data = {}
-        if not isinstance(data, dict):
-            raise ConfigError(f"{path}: expected a mapping of settings at the top level, got {type(data).__name__}")
+        data = read_yaml_mapping(path, "configuration file", "settings")
         _merge(config, data, where)
     _merge(config, {k: v for k, v in (overrides or {}).items() if v is not None}, "command line")
     return config
+
+
+def read_yaml_mapping(path, what="configuration file", items="settings", error=ConfigError) -> dict:
+    """The mapping at the top level of the YAML file `path` ({} for an empty file); `error` (a
+    ConfigError class) naming the file, and the line where the YAML breaks, otherwise."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = yaml.safe_load(f)
+    except FileNotFoundError:
+        raise error(f"{path}: no such {what}") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        line = f" line {mark.line + 1}" if mark is not None else ""
+        raise error(f"{path}:{line}: not valid YAML ({getattr(e, 'problem', None) or e})") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise error(f"{path}: expected a mapping of {items} at the top level, got {type(data).__name__}")
+    return data
 
 
 def valid_namespace(text: str) -> bool:
