@@ -90,7 +90,8 @@ def test_features_and_types_in_the_graph(node):
     proc, out, probe = node
     f = call(probe, S.GetSimulatorFeatures, "get_simulator_features").features
     F = M.SimulatorFeatures
-    assert list(f.features) == sorted([F.SPAWNING, F.DELETING, F.ENTITY_CATEGORIES, F.SPAWNING_RESOURCE_STRING,
+    assert list(f.features) == sorted([F.SPAWNING, F.DELETING, F.ENTITY_BOUNDS_BOX, F.ENTITY_BOUNDS_CONVEX,
+                                       F.ENTITY_CATEGORIES, F.SPAWNING_RESOURCE_STRING,
                                        F.ENTITY_STATE_GETTING, F.ENTITY_STATE_SETTING, F.ENTITY_INFO_GETTING,
                                        F.SPAWNABLES, F.SIMULATION_RESET, F.SIMULATION_RESET_TIME,
                                        F.SIMULATION_RESET_STATE, F.SIMULATION_RESET_SPAWNED,
