@@ -23,6 +23,9 @@ written to serial ports; joint commands also come from serial ports.
 Names (joint_states, frame ids, sensor topics) are world names (model/names.py): a model's own,
 "<entity>/<name>" where an earlier model has the name. Models spawned or deleted while running
 (Session.spawn/delete -> world_changed) gain or lose their topics, descriptions and frames.
+A model spawned with a namespace (Bridge.namespaces) has its sensor topics (<ns>/<its sensor
+name>), <ns>/robot_description and <ns>/joint_states (its own joints; they stay in
+NS/joint_states too) under it; its frames keep their world names.
 TF: frame ids are the links' world names (with the frame prefix); a floating base is odom ->
 root link with a static world -> odom; other roots hang from world; fixed joints, sensor
 frames, camera optical frames and range laser frames are static. A moving joint with a
