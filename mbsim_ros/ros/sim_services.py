@@ -216,7 +216,8 @@ class SimulationInterfaces:
         with tags (any mode: ANY needs one of them, ALL needs all) passes none.
         Bounds (world coordinates): an entity passes when its root link's origin lies inside the
         box (two opposite corners), the sphere (center, radius in the second point's x) or the
-        convex hull of the points (inclusive, to 1e-9 m); its geometry is not considered."""
+        convex hull of the points (3 or more not on one line; a flat hull is a polygon) (inclusive,
+        to 1e-9 m); its geometry is not considered."""
         if tags_mode not in (TAGS_ANY, TAGS_ALL):
             return OPERATION_FAILED, f"tags filter_mode {tags_mode}: expected 0 (any) or 1 (all)", []
         inside = bounds_test(bounds_type, bounds_points)
@@ -484,21 +485,39 @@ def bounds_test(kind, points):
         center, radius = pts[0], pts[1, 0]
         return lambda p: bool(np.linalg.norm(p - center) <= radius + tol)
     if kind == BOUNDS_CONVEX_HULL:
-        if len(pts) < 4 or np.linalg.matrix_rank(pts[1:] - pts[0], tol=1e-12) < 3:
-            return OPERATION_FAILED, ("bounds TYPE_CONVEX_HULL: at least 4 points not in one plane expected "
-                                      f"(a region with a volume), got {len(pts)}")
+        if len(pts) < 3 or np.linalg.matrix_rank(pts[1:] - pts[0], tol=1e-12) < 2:
+            return OPERATION_FAILED, ("bounds TYPE_CONVEX_HULL: at least 3 points not on one line expected, "
+                                      f"got {pts.tolist()}")
         planes = hull_planes(pts)
         return lambda p: bool(np.all(planes[:, :3] @ p <= planes[:, 3] + tol))
     return OPERATION_FAILED, f"bounds type {kind}: expected 0 (empty), 1 (box), 2 (convex hull) or 3 (sphere)"
 
 
 def hull_planes(pts):
-    """(n, 4) rows (unit outward normal, offset) of the faces of the convex hull of 3-D points
-    that span a volume: every plane through three of them with all the points on one side (a
-    brute force over triples; Bounds carry a handful of points)."""
+    """(n, 4) rows (unit outward normal, offset) of half-spaces whose intersection is the convex
+    hull of 3-D points not all on one line: with a volume, every plane through three of them with
+    all the points on one side (a brute force over triples; Bounds carry a handful of points);
+    a flat hull is its plane (both sides) and, per edge, the plane through it across the
+    polygon with all the points on one side."""
     planes = []
     n = len(pts)
     scale = float(np.max(np.abs(pts - pts.mean(axis=0)))) or 1.0
+    if np.linalg.matrix_rank(pts[1:] - pts[0], tol=1e-12) == 2:
+        normal = np.linalg.svd(pts - pts.mean(axis=0))[2][2]          # the plane's normal
+        planes += [np.append(normal, normal @ pts[0]), np.append(-normal, -normal @ pts[0])]
+        for i in range(n):
+            for j in range(i + 1, n):
+                across = np.cross(pts[j] - pts[i], normal)
+                norm = float(np.linalg.norm(across))
+                if norm < 1e-12 * scale:
+                    continue
+                across /= norm
+                side = (pts - pts[i]) @ across
+                if np.all(side <= 1e-12 * scale):
+                    planes.append(np.append(across, across @ pts[i]))
+                elif np.all(side >= -1e-12 * scale):
+                    planes.append(np.append(-across, -across @ pts[i]))
+        return np.array(planes)
     for i in range(n):
         for j in range(i + 1, n):
             for k in range(j + 1, n):

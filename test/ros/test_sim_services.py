@@ -152,6 +152,13 @@ def test_bounds_filters_test_the_root_origin(services):
     # an octahedron around the arm's root, the ball outside
     octa = [(0.5, 0, 1), (-0.5, 0, 1), (0, 0.5, 1), (0, -0.5, 1), (0, 0, 2), (0, 0, 0)]
     assert E(bounds_type=si.BOUNDS_CONVEX_HULL, bounds_points=octa)[2] == ["arm"]
+    # a flat hull (a triangle in the plane z = 0.5 around the ball's origin): a polygon
+    tri = [(1, -1, 0.5), (3, -1, 0.5), (2, 2, 0.5)]
+    assert E(bounds_type=si.BOUNDS_CONVEX_HULL, bounds_points=tri)[2] == ["ball"]
+    tri_above = [(x, y, 0.5 + 1e-6) for x, y, _ in tri]
+    assert E(bounds_type=si.BOUNDS_CONVEX_HULL, bounds_points=tri_above)[2] == []
+    tri_beside = [(x + 1.5, y, z) for x, y, z in tri]       # the ball's x = 2 is left of x = 2.5
+    assert E(bounds_type=si.BOUNDS_CONVEX_HULL, bounds_points=tri_beside)[2] == []
     # filters combine; GetEntitiesStates gives the states of the ones that pass
     assert E("^b", bounds_type=si.BOUNDS_SPHERE, bounds_points=[(0, 0, 1), (0.5, 0, 0)])[2] == []
     code, _, names, states = services.entities_states(bounds_type=si.BOUNDS_BOX, bounds_points=[(1, -1, 0), (3, 1, 1)])
@@ -159,7 +166,8 @@ def test_bounds_filters_test_the_root_origin(services):
     np.testing.assert_allclose(states[0]["position"], [2, 0, 0.5], atol=1e-12)
     # bounds that define no region
     for kind, pts in ((si.BOUNDS_BOX, [(0, 0, 0)]), (si.BOUNDS_SPHERE, [(0, 0, 0), (-1, 0, 0)]),
-                      (si.BOUNDS_CONVEX_HULL, [(0, 0, 0), (1, 0, 0), (0, 1, 0), (1, 1, 0)]),   # flat
+                      (si.BOUNDS_CONVEX_HULL, [(0, 0, 0), (1, 0, 0), (2, 0, 0), (3, 0, 0)]),   # a line
+                      (si.BOUNDS_CONVEX_HULL, [(0, 0, 0), (1, 1, 1)]),
                       (si.BOUNDS_EMPTY, [(0, 0, 0)]), (9, []), (si.BOUNDS_BOX, [(0, 0, 0), (np.nan, 1, 1)])):
         code, message, names = E(bounds_type=kind, bounds_points=pts)
         assert code == si.OPERATION_FAILED and names == [] and "bounds" in message
