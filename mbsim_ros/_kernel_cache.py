@@ -11,10 +11,13 @@ Each subpackage names the subpackages its kernels call (`kernel_cache("dynamics"
 so that editing the renderer does not throw away the step kernel's two-minute compile.
 """
 import contextlib
+import functools
 import hashlib
+import logging
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 PACKAGE = Path(__file__).parent
@@ -29,13 +32,39 @@ def sources_digest(package: Path = PACKAGE, parts=()) -> str:
 
 
 def cache_root(package: Path = PACKAGE) -> Path:
-    """Beside the sources when writable (a checkout), else per user (a system install)."""
+    """$MBSIM_CACHE_DIR when set; else beside the sources when writable (a checkout, a pip or
+    colcon install the user owns), else per user (a system install)."""
+    override = os.environ.get("MBSIM_CACHE_DIR")
+    if override:
+        return Path(override)
     if os.access(package, os.W_OK):
         return package / "__pycache__" / "numba"
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     if not os.access(base, os.W_OK) and not os.access(os.path.dirname(base), os.W_OK):
         base = tempfile.gettempdir()
     return Path(base) / "mbsim_ros" / "numba"
+
+
+def kernel(**options):
+    """The decorator of our numba kernels: njit(cache=True, nogil=True, **options), except that
+    a kernel called from another with a constant argument compiles for the constant's plain
+    type. numba types f(x, 0) with Literal[int](0) and compiles f once per constant it meets:
+    apply_forces(..., True) in the step and apply_forces(..., False) in the sensors were two
+    16-second compilations of one kernel. Calls from Python are typed as numba always does."""
+    from numba import njit
+
+    def decorate(fn):
+        dispatcher = njit(cache=True, nogil=True, **options)(fn)
+        dispatcher.get_call_template = functools.partial(_plain_call_template, dispatcher)
+        return dispatcher
+    return decorate
+
+
+def _plain_call_template(dispatcher, args, kws):
+    from numba.core import types
+    from numba.core.dispatcher import Dispatcher
+    return Dispatcher.get_call_template(dispatcher, tuple(types.unliteral(a) for a in args),
+                                        {k: types.unliteral(v) for k, v in kws.items()})
 
 
 @contextlib.contextmanager
@@ -65,3 +94,115 @@ def _prune(root: Path, keep: Path, prefix: str = ""):
         return
     for old in others[KEEP:]:
         shutil.rmtree(old, ignore_errors=True)
+
+
+# -- compiling visibly, before anything keeps time ------------------------------------------
+class CompileReport:
+    """What the user hears while kernels compile. numba compiles a kernel on its first call
+    (minutes for the step kernel on a small machine) unless the cache holds it, so a program
+    that warms up says so at the first compilation it sees, and says nothing when everything
+    loads from the cache. Subclasses show it: the CLI a line and a progress bar, sim_node its
+    log; this base class logs to the "mbsim_ros" logger (the Python API).
+
+    State the hooks read: kernels and ready (the warm-up's kernels and how many are ready),
+    kernel (the one being prepared), function (the numba function compiling now), functions
+    (compiled so far), cpu (CPU seconds since the first compilation)."""
+
+    def __init__(self):
+        self.kernels = 0
+        self.ready = 0
+        self.kernel = ""
+        self.function = ""
+        self.functions = 0
+        self._cpu0 = None
+
+    @property
+    def compiling(self) -> bool:
+        """Whether anything compiled since this report began."""
+        return self._cpu0 is not None
+
+    @property
+    def cpu(self) -> float:
+        return 0.0 if self._cpu0 is None else time.process_time() - self._cpu0
+
+    # hooks
+    def started(self):
+        """The first compilation: say at once that kernels are being compiled."""
+        logging.getLogger("mbsim_ros").info(
+            "compiling numba kernels (first run of this installation only; cached in %s)", cache_root())
+
+    def progress(self):
+        """A function began compiling, or a warm-up kernel is ready."""
+
+    def finished(self):
+        """The report ends (called only if something compiled)."""
+        logging.getLogger("mbsim_ros").info("compiled %d numba functions in %.0f CPU s", self.functions, self.cpu)
+
+    # driven by the numba listener and warm_up
+    def _compiled_one(self, name):
+        if self._cpu0 is None:
+            self._cpu0 = time.process_time()
+            self.started()
+        self.functions += 1
+        self.function = name
+        self.progress()
+
+
+_report = None      # the CompileReport of the innermost compile_report() block
+
+
+@contextlib.contextmanager
+def compile_report(report=None):
+    """Within the block, every numba compilation (the kernels' first calls) is told to `report`
+    (a CompileReport; default: one that logs), and warm_up() counts its kernels there."""
+    from numba.core import event
+    global _report
+    report = report or CompileReport()
+
+    class Listener(event.Listener):
+        def on_start(self, ev):
+            f = ev.data["dispatcher"].py_func
+            report._compiled_one(f.__qualname__)
+
+        def on_end(self, ev):
+            pass
+
+    previous, _report = _report, report
+    try:
+        with event.install_listener("numba:compile", Listener()):
+            yield report
+    finally:
+        _report = previous
+        if report.compiling:
+            report.finished()
+
+
+_warming = False    # a warm_up() is running: one inside it (a job's own) is part of that job
+
+
+def warm_up(jobs):
+    """Run jobs, [(name, call)]: each the first call of a kernel, which compiles it or loads it
+    from the cache, so that nothing compiles later inside a loop that keeps time. Reported to
+    the compile_report() in effect, else to a logging one of its own."""
+    global _warming
+    if _report is None:
+        with compile_report():
+            return warm_up(jobs)
+    if _warming:
+        for _, call in jobs:
+            call()
+        return
+    report = _report
+    report.kernels += len(jobs)
+    _warming = True
+    try:
+        for name, call in jobs:
+            report.kernel = name
+            if report.compiling:
+                report.progress()
+            call()
+            report.ready += 1
+            if report.compiling:
+                report.progress()
+    finally:
+        _warming = False

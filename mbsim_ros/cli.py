@@ -6,12 +6,14 @@
     mbsim convert MODEL -o robot.urdf                 URDF for robot_description / RViz, meshes beside it
     mbsim render [MODEL ...] -o view.png              a picture of the world or of a camera's view
     mbsim plot BAG -o plot.png [--joints NAMES]       recorded IMU, wrench and joint traces
+    mbsim warmup                                      compile every numba kernel ahead of time
     mbsim batch SPEC [-o DIR] [--compare BASELINE]    many scenarios headless on Dask -> Parquet
 
 Models: .wrl (OpenHRP), .urdf, .osim (OpenSim, y up: --z-up stands it in the z-up world), .yaml
 (Chrono).
 
-Bad input ends with one line on stderr and exit status 2.
+Bad input ends with one line on stderr and exit status 2. SIGINT or SIGTERM ends `mbsim run` at
+the next step with the bag closed and complete, the summary, and exit status 0.
 """
 import argparse
 import os
@@ -19,6 +21,7 @@ import re
 import sys
 import time
 
+from ._kernel_cache import CompileReport, cache_root, compile_report
 from .model import ConfigError, ModelError, SimulationError
 from .ros.world import DEFAULT_WORLD, hold_initial_pose  # noqa: F401 (the bundled world, used by tests and bench)
 from .ros.world import load_models as _load
@@ -49,6 +52,7 @@ def cmd_run(args):
     from .ros.bag import BagTransport
     from .ros.config import load_config
     from .ros.session import Session, simulation
+    from .ros.stop_signals import catch_stop_signals, signal_name
     from .ros.world import load_world
     from .ros.transport import FanoutTransport
     from .ros.transport_choice import transport_for
@@ -57,7 +61,7 @@ def cmd_run(args):
                      contact=args.contact, hold=args.hold, real_time_factor=args.rtf, seed=args.seed,
                      namespace=args.namespace, floating_base=True if args.floating_base else None,
                      on_ground=True if args.on_ground else None, ground=False if args.no_ground else None,
-                     z_up=True if args.z_up else None,
+                     z_up=True if args.z_up else None, massless_armature=args.massless_armature,
                      realtime_priority=args.realtime_priority, cpu=args.cpu)
     config = load_config(args.config, overrides)
     if args.bag and os.path.exists(args.bag):
@@ -71,7 +75,8 @@ def cmd_run(args):
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     t0 = time.perf_counter()
-    sim = simulation(models, config, log=lambda text: print(f"warning: {text}", file=sys.stderr))
+    with compile_report(CompileBar(args.quiet)):
+        sim = simulation(models, config, log=lambda text: print(f"warning: {text}", file=sys.stderr))
     prepare = time.perf_counter() - t0
     transports = []
     live = "no live topics"
@@ -109,12 +114,19 @@ def cmd_run(args):
     session.runner.progress = progress
     hil = session.bridge.hil
     hil_status = []
+    # SIGINT / SIGTERM: the run ends at the next step, then all below as at its end (the bag
+    # closed and complete, the summary, status 0), as the sim_node does
+    stopped = []
+    restore_signals = catch_stop_signals(lambda signum: (stopped.append(signum), session.runner.stop()))
     try:
         stats = session.run(duration)
         hil_status = hil.statuses() if hil is not None else []     # as the run ended, before the ports close
     finally:
         bar.close()
         session.close()
+        restore_signals()
+    if stopped:
+        print(f"stopped by {signal_name(stopped[0])} at t = {sim.t:.3f} s", file=sys.stderr)
     print(f"steps: {stats['steps']}  simulated: {stats['sim_time']:.3f} s  wall: {stats['wall_time']:.3f} s  "
           f"real-time factor: {stats['rtf']:.2f}  overruns: {stats['overruns']}  lateness mean/p50/p99/max: "
           f"{stats['lateness_mean_ms']:.3f}/{stats['lateness_p50_ms']:.3f}/{stats['lateness_p99_ms']:.3f}/"
@@ -144,6 +156,48 @@ def cmd_run(args):
     if args.bag:
         cameras = [s.name for m in models for s in m.sensors if s.type == "camera"]
         print(_bag_summary(args.bag, transport.stats(), args.compression, cameras))
+    return 0
+
+
+class CompileBar(CompileReport):
+    """The first run's compilation on the terminal: a line at once, then a bar over the kernels."""
+
+    FIRST_RUN = ("compiling the numba kernels (first run of this installation only: later runs load them "
+                 "from the cache; `mbsim warmup` compiles them ahead of time)")
+
+    def __init__(self, quiet=False, line=FIRST_RUN):
+        super().__init__()
+        self.quiet = quiet
+        self.line = line
+        self.bar = None
+
+    def started(self):
+        print(self.line, file=sys.stderr, flush=True)
+
+    def progress(self):
+        if self.quiet or not self.kernels:
+            return
+        if self.bar is None:
+            from tqdm import tqdm
+            self.bar = tqdm(total=self.kernels, unit="kernel", desc="compiling", mininterval=0.2)
+        self.bar.total = self.kernels
+        self.bar.n = self.ready
+        self.bar.set_postfix_str(f"{self.kernel}: {self.function}"[:60])
+
+    def finished(self):
+        if self.bar is not None:
+            self.bar.close()
+        print(f"compiled {self.functions} functions in {self.cpu:.0f} CPU s, cached in {cache_root()}",
+              file=sys.stderr, flush=True)
+
+
+def cmd_warmup(args):
+    from .warmup import warm_up_everything
+    line = "compiling every numba kernel into this installation's cache (once: runs load them from it)"
+    with compile_report(CompileBar(args.quiet, line)) as report:
+        warm_up_everything()
+    print(f"every kernel is ready in {cache_root()}"
+          + (f" ({report.functions} functions compiled)" if report.compiling else " (all were cached already)"))
     return 0
 
 
@@ -407,6 +461,9 @@ def build_parser():
                      help="hold joints at their initial angles with springs of stiffness K "
                           "(N m/rad or N/m; default 2000; 0 = limp)")
     run.add_argument("--floating-base", action="store_true", help="URDF: free joint above the root link")
+    run.add_argument("--massless-armature", type=float, metavar="X",
+                     help="kg m^2 (kg for sliders): give joints that move only massless links this armature "
+                          "(MuJoCo's); without it such a model is refused, naming the joints")
     run.add_argument("--realtime-priority", type=int, metavar="N",
                      help="run the physics thread under SCHED_FIFO at priority N (1-99) when permitted "
                           "(CAP_SYS_NICE or an rtprio limit); otherwise a note says why and the run goes on")
@@ -454,6 +511,10 @@ def build_parser():
     plot.add_argument("--joints", metavar="NAMES", help="the joints to plot, comma-separated names or "
                       "patterns (e.g. 'LLEG_*,RLEG_KNEE'); default: all, with a legend up to 12")
     plot.set_defaults(func=cmd_plot)
+    warm = sub.add_parser("warmup", help="compile every numba kernel now, into this installation's cache "
+                          "(an install step, a container build, CI), so that no run compiles")
+    warm.add_argument("--quiet", action="store_true", help="no progress bar")
+    warm.set_defaults(func=cmd_warmup)
     batch = sub.add_parser("batch", help="run a batch of scenarios headless (sweeps, Monte Carlo, regression "
                                          "checks) on a local or an existing Dask cluster")
     from .batch.command import add_arguments as batch_arguments

@@ -34,6 +34,8 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
+from .._kernel_cache import kernel as kernel_decorator
+
 from ..model import Model
 
 # Geom kinds. The narrow phase orders a pair so that the larger code is its `a`.
@@ -152,7 +154,7 @@ def carve_contacts(cf, ci):
     return c, o, k
 
 
-kernel = njit(cache=True, nogil=True, error_model="numpy")
+kernel = kernel_decorator(error_model="numpy")
 inline = njit(cache=True, nogil=True, error_model="numpy", inline="always")
 
 # How the narrow phase is called: routines take geom records (tuples, by value) and the few

@@ -273,4 +273,5 @@ def check_movable(compiled, what):
                          f"move{'' if len(names) > 1 else 's'} only links with no mass or inertia, so "
                          "forces give no defined acceleration there (kinematics, Jacobians, mass_matrix and "
                          "inverse_dynamics are defined); give the links an inertia, make the joints fixed, "
-                         "or, in a Simulation, opt in to massless_armature=<kg m^2> as MuJoCo's armature")
+                         "or opt in to an armature as MuJoCo's: massless_armature=<kg m^2> (Simulation argument, "
+                         "run configuration key, sim_node parameter) or mbsim run --massless-armature <kg m^2>")

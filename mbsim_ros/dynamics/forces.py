@@ -35,7 +35,8 @@ import math
 from collections import namedtuple
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.extending import overload
 
 from ..model import (Actuator, BodyLoad, Bushing, CoordinateCoupler, CoordinateLimitForce, Function,
                      LoopConstraint, ModelError, Motor, RotarySpringDamper, SpringDamper)
@@ -96,6 +97,21 @@ def carve_forces(ef, ei):
     el_i = ei[k:k + n * NI].reshape((n, NI)); k += n * NI
     fi = ei[k:k + max(nfun, 1) * 7].reshape((max(nfun, 1), 7)); k += max(nfun, 1) * 7
     return Forces(flags, el_i, el_f, es, maps, ff, fi, controls, inputs, v3, m3), o, k
+
+
+def forces_or_none(ef, ei):
+    """In kernels: the Forces views of (ef, ei), or None when ef is None. A world without force
+    elements passes ef = None, and the kernels taking `fe` test `fe is not None`: numba then
+    prunes that branch at compile time, so the step of such a world compiles none of this
+    file's kernels (about 30 CPU s less on the first run)."""
+    raise TypeError("forces_or_none is for numba kernels")
+
+
+@overload(forces_or_none, jit_options=dict(cache=True, nogil=True))
+def _forces_or_none(ef, ei):
+    if isinstance(ef, types.NoneType):
+        return lambda ef, ei: None
+    return lambda ef, ei: carve_forces(ef, ei)[0]
 
 
 # ------------------------------------------------------------------------- compiling ---

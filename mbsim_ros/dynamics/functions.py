@@ -9,13 +9,13 @@ amplitude, frequency, phase, offset (sine) and start, width, shift (repeat).
 import math
 
 import numpy as np
-from numba import njit
 
+from .._kernel_cache import kernel as kernel_decorator
 from ..model import ModelError
 
 # kernels.py's decorator, defined here too: kernels.py calls eval_function (custom joints), so
 # this module cannot import from it
-kernel = njit(cache=True, nogil=True, error_model="numpy")
+kernel = kernel_decorator(error_model="numpy")
 
 PPOLY, SINE, INPUT = 0, 1, 2
 _KINDS = {"ppoly": PPOLY, "sine": SINE, "input": INPUT}

@@ -13,6 +13,8 @@ from collections import namedtuple
 
 from numba import njit
 
+from .._kernel_cache import kernel as kernel_decorator
+
 from .functions import FI_COLUMNS, eval_function
 
 # Elementary body types (compiled.py maps every Model joint type onto them). CUSTOM is a
@@ -170,7 +172,7 @@ def carve_data(df, ti):
 
 
 
-kernel = njit(cache=True, nogil=True, error_model="numpy")
+kernel = kernel_decorator(error_model="numpy")
 # small helpers are inlined into their callers so that numba can drop the reference counting
 # of the array views they take (tens of nanoseconds per view otherwise)
 inline = njit(cache=True, nogil=True, error_model="numpy", inline="always")

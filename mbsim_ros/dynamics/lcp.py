@@ -38,7 +38,7 @@ Nothing here allocates: the caller allocates the workspace once (lcp_workspace_s
 """
 import math
 
-from numba import njit
+from .._kernel_cache import kernel as kernel_decorator
 
 SOLVED, PGS, PGS_FAILED = 0, 1, 2
 
@@ -50,7 +50,7 @@ ROUNDING = 1e-10        # lcp_residual below this is exact; above it solve_frict
 # Row states during the pivoting
 UNPROCESSED, CLAMPED, AT_LO, AT_HI = 0, 1, 2, 3
 
-kernel = njit(cache=True, nogil=True, error_model="numpy")
+kernel = kernel_decorator(error_model="numpy")
 
 
 @kernel

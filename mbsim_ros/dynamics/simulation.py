@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._kernel_cache import warm_up
 from ..model import Model, SimulationError
 from ..model.names import WorldNames, check_entity_name, unique_entity_names
 from ..model.transforms import inverse_transform
@@ -113,7 +114,22 @@ class Simulation:
         self._tau = np.zeros(self.compiled.nv)
         self._failures_reported = 0
         self.reset()
-        self.step(0)   # compiles (or loads from the kernel cache) now, not at the first real step
+        self._warm = False
+        if type(self) is Simulation:    # a subclass warms up once its own parts exist
+            self.warm_up()
+
+    def warm_up(self):
+        """Compile every kernel this world steps with (or load them from the numba cache), once:
+        the constructor calls it, so that no compilation happens later inside a loop that keeps
+        time. Says so (_kernel_cache.CompileReport) when anything compiles."""
+        if not self._warm:
+            warm_up(self._warm_up_jobs())
+            self._warm = True
+
+    def _warm_up_jobs(self):
+        """[(name, first call)] of this world's kernels (subclasses add theirs)."""
+        return [(f"{self.integrator} step", lambda: self.step(0)),
+                ("link poses", self.link_transforms)]
 
     def _install(self, models, entities, names, placements):
         """Compile the world of `models` and make it this simulation's (all or nothing: on an
@@ -167,6 +183,12 @@ class Simulation:
         self._note(f"joint{'s' if len(names) > 1 else ''} {', '.join(names)} move only massless links: "
                    f"armature {self._massless_armature:g} on {'their' if len(names) > 1 else 'its'} DOFs "
                    "(massless_armature)")
+
+    def _kernel_ef(self):
+        """The force elements' buffer for the kernels, None when the world has none: the step and
+        sensor kernels then compile without forces.py's code. (Likewise the step kernel's
+        `loops` argument is None without loop closures.)"""
+        return self.forces.ef if self.forces.n else None
 
     def _check_smooth(self):
         """RK4 has no constraint solver: say what in the world needs one."""
@@ -337,6 +359,8 @@ class Simulation:
         self.forces.adopt(old_forces, [(k, old_entities.index(e)) for k, e in enumerate(entities)
                                        if e in old_entities])
         self._world_changed(old_entities)
+        self._warm = False          # the new world may need other kernels (force elements, sensor kinds)
+        self.warm_up()
 
     def _world_changed(self, old_entities):
         """Called after the world's set of models changed (sensors.Simulation rebuilds devices)."""
@@ -546,9 +570,9 @@ class Simulation:
         c, k = self.compiled, self.constraints
         f = self.forces
         done, bad = self._step_kernel(c.tf, c.ti, self._df, self.geoms.gf, self.geoms.gi, self._cf,
-                                      self._ci, k.rf, k.ri, k.sf, k.si, k.lf, k.li, f.ef, f.ei, k.sizes,
+                                      self._ci, k.rf, k.ri, k.sf, k.si, k.lf, k.li, self._kernel_ef(), f.ei, k.sizes,
                                       self._options, self._q, self._v, self._tau, self._steps * self.dt,
-                                      self.dt, int(n))
+                                      self.dt, int(n), True if k.nloop else None)
         self._steps += done
         if bad >= 0:
             joint = self.compiled.joint_of_v[bad]

@@ -13,7 +13,7 @@ from .constraints import (CONTACT_LCP, CONTACT_NONE, CONTACT_PENALTY, STAT_NCON,
                           Options,
                           _apply_impulses, _contact_rows, _joint_rows, _loop_rows, _penalty_forces,
                           _remember, _select_contacts, _warm_start, carve_rules, carve_solver)
-from .forces import H_N, H_NDRIVE, H_NSTOP, apply_forces, carve_forces, drive_rows, stop_rows
+from .forces import H_N, H_NDRIVE, H_NSTOP, apply_forces, carve_forces, drive_rows, forces_or_none, stop_rows
 from .kernels import (FREE, _passive_implicit, _quat_to_R, _restore_if_nonfinite, aba, carve_data,
                       carve_tree, integrate, kernel, link_poses, rnea, velocity_kinematics)
 
@@ -84,15 +84,17 @@ def _contacts_and_applied(t, d, g, c, s, r, opt, fe, q, v, tau, time):
     for j in range(v.shape[0]):
         lim = r.effort_limit[j]
         s.tau_applied[j] = min(max(tau[j], -lim), lim)
-    if fe.flags[H_N] > 0:      # no call at all for worlds without force elements: no cost
-        apply_forces(t, d, fe, q, v, time, s.tau_applied, True)
+    if fe is not None:         # None: compiled without force elements (forces_or_none)
+        if fe.flags[H_N] > 0:
+            apply_forces(t, d, fe, q, v, time, s.tau_applied, True)
     return ncon
 
 
 @kernel
-def _step_semi_implicit_euler(t, d, g, c, r, s, opt, fe, q, v, tau, t0, dt, nsteps, lf, li, nloop, maxc):
+def _step_semi_implicit_euler(t, d, g, c, r, s, opt, fe, q, v, tau, t0, dt, nsteps, lf, li, nloop, maxc, loops):
     """Returns (steps done, first non-finite DOF or -1); on a blow-up the state before the
-    failing step is restored."""
+    failing step is restored. loops None: the world has no loop closures, and the kernel
+    compiles without their rows (numba prunes the branch)."""
     nv = v.shape[0]
     for step in range(nsteps):
         time = t0 + step * dt
@@ -110,13 +112,16 @@ def _step_semi_implicit_euler(t, d, g, c, r, s, opt, fe, q, v, tau, t0, dt, nste
             m = _contact_rows(t, d, s, c, ncontact, d.v_prev, m, opt.erp, opt.max_erv,
                               opt.bounce_velocity, dt, s.scratch)
         m = _joint_rows(t, r, s, q, v, m, opt.joint_erp, dt)
-        if fe.flags[H_NSTOP] > 0:
-            m = stop_rows(t, d, s, fe, v, m, opt.joint_erp, dt)
+        if fe is not None:
+            if fe.flags[H_NSTOP] > 0:
+                m = stop_rows(t, d, s, fe, v, m, opt.joint_erp, dt)
         loop0 = m        # loop and drive rows: always present, warm-started from the last step
-        for k in range(nloop):
-            m = _loop_rows(t, d, r, s, k, m, s.scratch, opt.joint_erp, dt)
-        if fe.flags[H_NDRIVE] > 0:
-            m = drive_rows(t, d, s, fe, q, v, m, time, opt.joint_erp, dt)
+        if loops is not None:
+            for k in range(nloop):
+                m = _loop_rows(t, d, r, s, k, m, s.scratch, opt.joint_erp, dt)
+        if fe is not None:
+            if fe.flags[H_NDRIVE] > 0:
+                m = drive_rows(t, d, s, fe, q, v, m, time, opt.joint_erp, dt)
         if m > loop0:
             _see_free_joint_translation(t, d, s, loop0, m, dt)
         s.stats[STAT_ROWS] = m
@@ -197,21 +202,23 @@ def _carve_world(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, ef, ei, sizes, optf
     s, _, _ = carve_solver(sf, si, mmax, nv, ccap, nlooprows)
     opt = Options(optf[0], optf[1], optf[2], optf[3], optf[4], optf[5], optf[6], optf[7], optf[8],
                   optf[9], optf[10], optf[11])
-    fe, _, _ = carve_forces(ef, ei)
+    fe = forces_or_none(ef, ei)
     return t, d, g, c, r, s, opt, fe
 
 
 # ------------------------------------------------------------ entry points from Python ---
 @kernel
 def step_semi_implicit_euler(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, lf, li, ef, ei, sizes, optf,
-                             q, v, tau, t0, dt, nsteps):
+                             q, v, tau, t0, dt, nsteps, loops):
     t, d, g, c, r, s, opt, fe = _carve_world(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, ef, ei, sizes, optf)
     return _step_semi_implicit_euler(t, d, g, c, r, s, opt, fe, q, v, tau, t0, dt, nsteps, lf, li,
-                                     sizes[1], sizes[5])
+                                     sizes[1], sizes[5], loops)
 
 
 @kernel
-def step_rk4(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, lf, li, ef, ei, sizes, optf, q, v, tau, t0, dt, nsteps):
+def step_rk4(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, lf, li, ef, ei, sizes, optf, q, v, tau, t0, dt, nsteps,
+             loops):
+    # loops: as step_semi_implicit_euler's (RK4 takes no loop closures)
     t, d, g, c, r, s, opt, fe = _carve_world(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, ef, ei, sizes, optf)
     return _step_rk4(t, d, g, c, r, s, opt, fe, q, v, tau, t0, dt, nsteps)
 

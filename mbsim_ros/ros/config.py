@@ -22,6 +22,7 @@ DEFAULTS = {
     "duration": None,               # simulated seconds; None = the model's end_time, else 5 (run) / no end (node)
     "integrator": "semi-implicit-euler",
     "contact": "",                  # lcp | penalty | none; "" = the model's contact method, else lcp
+    "massless_armature": 0.0,       # kg m^2 (kg): armature for joints moving only massless links; 0 = refuse them
     "hold": 2000.0,                 # joint springs holding the initial pose (0: off)
     "real_time_factor": 1.0,        # 0 = as fast as possible
     "catch_up": "compensatory",     # compensatory | conservative

@@ -31,10 +31,10 @@ from __future__ import annotations
 
 import math
 import os
-import signal
 import sys
 import threading
 
+from .._kernel_cache import CompileReport, compile_report
 from ..model import ConfigError, ModelError
 from .config import CHOICES, DEFAULTS, load_config
 
@@ -55,6 +55,8 @@ PARAMETERS = {
     "tf_rate": (100.0, (0.001, 1e6), True, "/tf rate in Hz of simulated time (at most the physics rate)"),
     "clock_rate": (1000.0, (0.001, 1e6), True, "/clock rate in Hz of simulated time (at most the physics rate)"),
     "diagnostics_rate": (1.0, (0.001, 1e6), True, "/diagnostics rate in Hz of simulated time"),
+    "massless_armature": (0.0, (0.0, 1e6), False, "kg m^2 (kg for sliders) given to joints that move only "
+                                                   "massless links (MuJoCo's armature); 0: such a model is refused"),
     "hold": (2000.0, (0.0, 1e9), True, "stiffness of the springs holding the joints at their initial pose "
                                        "(0: off; changeable at run time where the world started with hold > 0)"),
     "z_up": (False, None, False, "true: OpenSim models (y up) turned to stand in the z-up world"),
@@ -341,6 +343,27 @@ def create_services(node, session, quit=None) -> list:
     return services
 
 
+class CompileLog(CompileReport):
+    """The first start's compilation in the node's log: at once, then as each kernel is ready."""
+
+    def __init__(self, log):
+        super().__init__()
+        self.log = log
+        self._told = 0
+
+    def started(self):
+        self.log.info("compiling the numba kernels (first start of this installation only: later starts "
+                      "load them from the cache; `mbsim warmup` compiles them ahead of time)")
+
+    def progress(self):
+        if self.ready > self._told:
+            self._told = self.ready
+            self.log.info(f"compiled {self.ready}/{self.kernels} kernels ({self.cpu:.0f} CPU s)")
+
+    def finished(self):
+        self.log.info(f"compiled {self.functions} functions in {self.cpu:.0f} CPU s")
+
+
 def description_reader(node, timeout: float = 30.0):
     """read(source) -> URDF text for the models "param:NAME" (this node's parameter NAME, e.g.
     robot_description as ros2_control launch files pass it) and "topic:/NAME" (the latest
@@ -405,7 +428,8 @@ def _start(node, log, values):
     models, notes = load_world(config, description_reader(node))
     for note in notes:
         log.warning(note)
-    sim = simulation(models, config, log=log.warning)
+    with compile_report(CompileLog(log)):      # a first start says at once that it compiles
+        sim = simulation(models, config, log=log.warning)
     transport = RclpyTransport(node)
     if values["bag"]:
         transport = FanoutTransport([transport, BagTransport(values["bag"])])
@@ -424,12 +448,9 @@ def main(args=None):
     # our own SIGINT/SIGTERM handlers, first: rclpy's would invalidate the context under the
     # running publisher (and raise ExternalShutdownException out of spin); ours let the loop below
     # end, and a signal while the world loads ends the node once it has loaded
+    from .stop_signals import catch_stop_signals, signal_name
     stop = []
-
-    def on_signal(signum, frame):
-        stop.append(signum)
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
+    catch_stop_signals(stop.append)
 
     import rclpy
     from rcl_interfaces.msg import SetParametersResult
@@ -505,7 +526,7 @@ def main(args=None):
         node.destroy_node()
         rclpy.try_shutdown()
     if stop:
-        why = "set_simulation_state (quitting)" if stop[0] == "quit" else signal.Signals(stop[0]).name
+        why = "set_simulation_state (quitting)" if stop[0] == "quit" else signal_name(stop[0])
         print(f"mbsim sim_node: stopped by {why}", file=sys.stderr)
     return status
 

@@ -322,6 +322,9 @@ class Runner:
         run takes 10 s. Exceptions from sim.step, on_step or a submitted function end the run
         and propagate."""
         sim = self.sim
+        warm_up = getattr(sim, "warm_up", None)
+        if warm_up is not None:       # compile before the clock starts: no lateness from compiling
+            warm_up()
         dt = float(sim.dt)
         remaining = None if duration is None else max(0, int(round(float(duration) / dt)))
         with self._cv:

@@ -29,6 +29,7 @@ def simulation(models, config, log=None):
             warnings.simplefilter("always")
             sim = Simulation(models, dt=config["dt"] or DEFAULT_DT, integrator=config["integrator"],
                              contact=config["contact"] or None, seed=config["seed"], sensors=config["sensors"],
+                             massless_armature=config["massless_armature"],
                              names=getattr(models, "names", None), poses=getattr(models, "poses", None))
         for w in caught:
             if str(w.message) not in sim.notes:

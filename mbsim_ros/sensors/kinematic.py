@@ -32,10 +32,9 @@ def sense_kernel(tf, ti, df, ef, ei, time, q, v, a, c_link, c_point, c_force, ki
     R, p: sensor frame in the body frame (in the world frame when body is -1).
     c_link (n, 2), c_point (n, 3), c_force (n, 3): contacts, force on link a at the world
     point (link b gets its opposite). (ef, ei): the force elements (forces.ForceSet), applied
-    at `time`."""
+    at `time`; ef None when there are none."""
     t, _, _ = carve_tree(tf, ti)
     d, _ = carve_data(df, ti)
-    fe, _, _ = carve_forces(ef, ei)
     velocity_kinematics(t, d, q, v)
     link_poses(t, d)
     d.fext[:, :] = 0.0
@@ -43,8 +42,10 @@ def sense_kernel(tf, ti, df, ef, ei, time, q, v, a, c_link, c_point, c_force, ki
         _add_body_force(t, d, c_link[k, 0], c_point[k], c_force[k], 1.0)
         _add_body_force(t, d, c_link[k, 1], c_point[k], c_force[k], -1.0)
     # generalized forces act inside their joints (like joint torques): only body forces matter
-    if fe.flags[H_N] > 0:
-        apply_forces(t, d, fe, q, v, time, tau_scratch, False)
+    if ef is not None:       # None: a world without force elements, compiled without them
+        fe, _, _ = carve_forces(ef, ei)
+        if fe.flags[H_N] > 0:
+            apply_forces(t, d, fe, q, v, time, tau_scratch, False)
     rnea(t, d, a, tau_scratch)
     g = t.gravity
     for k in range(kind.shape[0]):

@@ -69,6 +69,28 @@ class Simulation(dynamics.Simulation):
             self._optical.scene = Scene(self.models, self.compiled.link_names)
         self._sense_df, self._sense_data = self.compiled.new_data()
         self._pose_df, self._pose_data = self.compiled.new_data()
+        self.warm_up()
+
+    def _warm_up_jobs(self):
+        """The dynamics' kernels, then those of the sensors the world has: sensing, and rendering
+        and ray casting only with cameras and range sensors."""
+        jobs = super()._warm_up_jobs()
+        kinds = {d.kind for d in self.devices.values() if d.enabled}
+        if kinds & set(KINEMATIC):
+            jobs.append(("sensors", self._sense_kinematic))
+        if "camera" in kinds:
+            jobs.append(("camera rendering", self._warm_up_render))
+        if "range" in kinds:
+            jobs.append(("range ray casting", self._warm_up_cast))
+        return jobs
+
+    def _warm_up_render(self):
+        from ..render import render
+        render(self.scene, np.eye(4), 2, 2, 1.0, 0.1, 10.0)
+
+    def _warm_up_cast(self):
+        from ..render import cast_rays
+        cast_rays(self.scene, np.zeros((1, 3)), np.array([[0.0, 0.0, 1.0]]), 1.0)
 
     def _world_changed(self, old_entities):
         """Keep the devices of the models that stay (schedules, queues, noise state); new
@@ -192,7 +214,7 @@ class Simulation(dynamics.Simulation):
 
     def _evaluate(self, q, v, qdd, c_link, c_point, c_force, time):
         f = self.forces
-        sense_kernel(self.compiled.tf, self.compiled.ti, self._sense_df, f.ef, f.ei, time, q, v, qdd, c_link,
+        sense_kernel(self.compiled.tf, self.compiled.ti, self._sense_df, self._kernel_ef(), f.ei, time, q, v, qdd, c_link,
                      c_point, c_force, self._kin_kind, self._kin_body, self._kin_R, self._kin_p,
                      self._tau_scratch, self._kin_out)
 

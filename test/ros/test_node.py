@@ -174,14 +174,27 @@ class Probe:
                   timeout or 60.0 + 30.0 * seconds)
 
     def call(self, srv_type, name, request, timeout=30.0):
-        client = self.node.create_client(srv_type, name)
+        """One service call; the client is kept for the next call to the same service, as a
+        user's node keeps it (a client per call makes discovery match new endpoints every time)."""
+        clients = self.__dict__.setdefault("clients", {})
+        if name not in clients:
+            clients[name] = self.node.create_client(srv_type, name)
+        client = clients[name]
         try:
             assert client.wait_for_service(timeout_sec=timeout), f"service {name} not offered"
             future = client.call_async(request)
             self.wait(f"the answer of {name}", future.done, timeout)
             return future.result()
-        finally:
-            self.node.destroy_client(client)
+        except AssertionError as e:
+            raise AssertionError(f"{e}{self.node_report()}") from None
+
+    def node_report(self):
+        """Whether the sim_node under test (`watch`ed) still runs, and the end of its output."""
+        if getattr(self, "watched", None) is None:
+            return ""
+        proc, out = self.watched
+        state = "running" if proc.poll() is None else f"exited with {proc.returncode}"
+        return f"; sim_node {state}, its output ends:\n{out.text[-3000:]}"
 
     def close(self):
         self.executor.shutdown()

@@ -53,6 +53,7 @@ def node(tmp_path_factory):
     proc = start_node(config=config, tmp=tmp)
     out = Output(proc)
     probe = Probe("mbsim_si_probe")
+    probe.watched = (proc, out)
     try:
         probe.wait("the simulation_interfaces services (a cold start compiles the kernels)",
                    lambda: (SRV + "get_simulator_features") in dict(probe.node.get_service_names_and_types()),
