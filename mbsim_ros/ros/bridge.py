@@ -23,6 +23,9 @@ written to serial ports; joint commands also come from serial ports.
 Names (joint_states, frame ids, sensor topics) are world names (model/names.py): a model's own,
 "<entity>/<name>" where an earlier model has the name. Models spawned or deleted while running
 (Session.spawn/delete -> world_changed) gain or lose their topics, descriptions and frames.
+A model spawned with a namespace (Bridge.namespaces) has its sensor topics (<ns>/<its sensor
+name>), <ns>/robot_description and <ns>/joint_states (its own joints; they stay in
+NS/joint_states too) under it; its frames keep their world names.
 TF: frame ids are the links' world names (with the frame prefix); a floating base is odom ->
 root link with a static world -> odom; other roots hang from world; fixed joints, sensor
 frames, camera optical frames and range laser frames are static. A moving joint with a
@@ -200,6 +203,7 @@ class Bridge:
         given = (config.get("namespace") or "").strip("/")     # a valid ROS namespace (config checks it)
         self.ns = "/" + "/".join(ros_name(p) for p in given.split("/")) if given else "/" + ros_name(sim.entities[0])
         self._first = sim.entities[0]
+        self.namespaces = {}                # entity -> "/its/namespace": a spawned model's own topics
         self.prefix = config.get("frame_prefix", "")
         self.rates = {key: Rate(min(float(config[key]), 1.0 / sim.dt)) for key in RATES}
         self.subscriber_rate = Rate(min(10.0, 1.0 / sim.dt))
@@ -277,6 +281,15 @@ class Bridge:
         # frame in its link (tf_values' arguments)
         self.tf_layout = ([m[:2] for m in self.moving], parent, child, child_R, child_p)
         self.dof_names = [d[0] for d in self.dofs]
+        # a namespaced entity's joint_states: its DOFs' (q indices, v indices, names)
+        self.namespaced_dofs = {}
+        for k, entity in enumerate(sim.entities):
+            if entity in self.namespaces:
+                _, q_off, v_off = sim.compiled.offsets[k]
+                q_end = q_off + sim.models[k].nq
+                mine = [d for d in self.dofs if q_off <= d[1] < q_end]
+                self.namespaced_dofs[entity] = (np.array([d[1] for d in mine], dtype=int),
+                                                np.array([d[2] for d in mine], dtype=int), [d[0] for d in mine])
         self.dof_q = np.array([d[1] for d in self.dofs], dtype=int)
         self.dof_v = np.array([d[2] for d in self.dofs], dtype=int)
         # accelerometer + gyro pairs merged into one Imu per link (same pose only)
@@ -302,9 +315,20 @@ class Bridge:
         head = "/".join(ros_name(seg) for seg in parts[0].split("/"))
         return "/".join([self.ns, head] + list(parts[1:]))
 
+    def model_topic(self, entity, world_name, bare_name, *rest):
+        """The topic of one of a model's things: NS/<world name>/<rest>, or <its namespace>/
+        <bare name>/<rest> for a model spawned with a namespace (self.namespaces)."""
+        ns = self.namespaces.get(entity)
+        if ns is None:
+            return self.topic(world_name, *rest)
+        return "/".join([ns, ros_name(bare_name)] + list(rest))
+
     def _description_topic(self, entity):
         """The first model's robot_description is NS/robot_description; another's
-        NS/<entity>/robot_description (kept for the run, whoever joins or leaves)."""
+        NS/<entity>/robot_description (kept for the run, whoever joins or leaves), or
+        <its namespace>/robot_description."""
+        if entity in self.namespaces:
+            return self.namespaces[entity] + "/robot_description"
         return self.topic("robot_description") if entity == self._first else self.topic(entity, "robot_description")
 
     # -- start / stop -----------------------------------------------------------------------
@@ -377,18 +401,24 @@ class Bridge:
         """{key: (topic, type, qos)} of what the world's models publish: descriptions, sensors."""
         sim = self.sim
         out = {f"robot_description/{e}": (self._description_topic(e), msg.STRING, LATCHED) for e in sim.entities}
+        for entity in self.namespaced_dofs:
+            out[f"joint_states/{entity}"] = (self.namespaces[entity] + "/joint_states", msg.JOINT_STATE, DEFAULT)
         for dev in sim.devices.values():
             if not dev.enabled:
                 continue
+
+            def topic(*rest, dev=dev):
+                return self.model_topic(dev.entity, dev.name, dev.sensor.name, *rest)
             if dev.name in self.merged:
-                topic = self.merged[dev.name][0]
-                out[topic] = (self.topic(topic), msg.IMU, SENSOR)
+                key = self.merged[dev.name][0]
+                acc = self.merged[dev.name][1]
+                out[key] = (self.model_topic(dev.entity, key, acc.sensor.link + "_imu"), msg.IMU, SENSOR)
             elif dev.kind in ("accelerometer", "gyro"):
-                out[dev.name] = (self.topic(dev.name), msg.IMU, SENSOR)
+                out[dev.name] = (topic(), msg.IMU, SENSOR)
             elif dev.kind == "force":
-                out[dev.name] = (self.topic(dev.name), msg.WRENCH_STAMPED, SENSOR)
+                out[dev.name] = (topic(), msg.WRENCH_STAMPED, SENSOR)
             elif dev.kind == "range":
-                out[dev.name] = (self.topic(dev.name), msg.LASER_SCAN, SENSOR)
+                out[dev.name] = (topic(), msg.LASER_SCAN, SENSOR)
             elif dev.kind == "camera":
                 parts = []
                 if dev.color:
@@ -398,9 +428,9 @@ class Bridge:
                     if dev.points:
                         parts.append(("points", msg.POINT_CLOUD2))
                 for sub, typename in parts:
-                    out[dev.name + "/" + sub] = (self.topic(dev.name, sub), typename, SENSOR)
+                    out[dev.name + "/" + sub] = (topic(sub), typename, SENSOR)
             if self.hil is not None and dev.name in self.hil.sources:   # the simulated value beside the real one
-                out[dev.name + "/sim"] = (self.topic(dev.name, "sim"), out[dev.name][1], SENSOR)
+                out[dev.name + "/sim"] = (topic("sim"), out[dev.name][1], SENSOR)
         return out
 
     def _advertise_models(self):
@@ -504,8 +534,12 @@ class Bridge:
             work.append(("clock", t))
         if rates["joint_state_rate"].due(t):
             if wanted["joint_states"]:
-                work.append(("joint_states", t, sim.q[self.dof_q], sim.v[self.dof_v], sim.tau[self.dof_v],
-                             self.dof_names))          # the names of that step (a spawn may change them)
+                work.append(("joint_states", "joint_states", t, sim.q[self.dof_q], sim.v[self.dof_v],
+                             sim.tau[self.dof_v], self.dof_names))    # the names of that step (a spawn may change them)
+            for entity, (iq, iv, names) in self.namespaced_dofs.items():
+                key = f"joint_states/{entity}"
+                if wanted.get(key):
+                    work.append(("joint_states", key, t, sim.q[iq], sim.v[iv], sim.tau[iv], names))
             if self.actuator_names and wanted.get("actuator_controls/state"):
                 work.append(("actuator_controls", t, sim.controls))
         if self.moving and rates["tf_rate"].due(t) and wanted["tf"]:
@@ -562,10 +596,10 @@ class Bridge:
                 ns = msg.to_nanoseconds(item[1])
                 self._send_ns("clock", self.template("clock", tpl.ClockTemplate).fill(ns), ns)
             elif kind == "joint_states":
-                _, t, q, v, tau, names = item
+                _, key, t, q, v, tau, names = item
                 ns = msg.to_nanoseconds(t)
-                tmpl = self.template("joint_states", lambda: tpl.JointStateTemplate(names), names)
-                self._send_ns("joint_states", tmpl.fill(ns, q, v, tau), ns)
+                tmpl = self.template(key, lambda: tpl.JointStateTemplate(names), names)
+                self._send_ns(key, tmpl.fill(ns, q, v, tau), ns)
             elif kind == "actuator_controls":
                 _, t, controls = item
                 ns = msg.to_nanoseconds(t)

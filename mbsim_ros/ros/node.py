@@ -161,7 +161,8 @@ def _fill_state(out, st):
 
 def _filters(f):
     return dict(pattern=f.filter, categories=[c.category for c in f.categories], tags=list(f.tags.tags),
-                bounds_type=f.bounds.type)
+                tags_mode=f.tags.filter_mode, bounds_type=f.bounds.type,
+                bounds_points=[(p.x, p.y, p.z) for p in f.bounds.points])
 
 
 def serve_simulation_interfaces(node, si):

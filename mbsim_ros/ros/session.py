@@ -92,23 +92,27 @@ class Session:
             self.publisher.flush()          # loaded) before the clock starts, not during the run
 
     # -- the world's models, between steps ----------------------------------------------------
-    def spawn(self, model, name=None, pose=None) -> str:
+    def spawn(self, model, name=None, pose=None, namespace=None) -> str:
         """Add `model` to the running world as entity `name` (default model.name) at `pose`
         ((xyz, quaternion xyzw), a 4x4 matrix or None) between steps, and treat it like a model
         loaded at start: joints held with the configuration's `hold` (the model is edited so),
         lowered with `on_ground`, a warning for overlaps; published with its joint_states
-        entries, sensor topics, NS/<name>/robot_description and TF.
+        entries, sensor topics, NS/<name>/robot_description and TF. With `namespace` (a valid ROS
+        namespace, made absolute) its sensor topics, robot_description and a joint_states of its
+        own joints go under it instead (Bridge.namespaces); its joints stay in NS/joint_states.
         Returns the entity name. ValueError for a taken name or a model that does not compile
         (the world is unchanged). Waits for the physics thread (any thread but that one may call
         it); not running, it happens here and now."""
-        return self.between_steps(lambda: self._spawn(model, name, pose))
+        return self.between_steps(lambda: self._spawn(model, name, pose, namespace))
 
-    def _spawn(self, model, name, pose):
+    def _spawn(self, model, name, pose, namespace=None):
         from ..dynamics.placement import overlap_notes, put_on_ground
         from .world import hold_initial_pose
         if self.config.get("hold", 0) > 0 and not (model.actuators or model.motors):
             hold_initial_pose([model], self.config["hold"])      # as the models loaded at start
         name = self.sim.add_model(model, name, pose)
+        if namespace:
+            self.bridge.namespaces[name] = "/" + namespace.strip("/")
         if self.config.get("on_ground"):
             put_on_ground(self.sim, name)
         self.bridge.world_changed()
@@ -121,6 +125,7 @@ class Session:
         topics and frames stay. KeyError for an unknown name, ValueError for the last model."""
         def remove():
             self.sim.remove_model(name)
+            self.bridge.namespaces.pop(name, None)
             self.bridge.world_changed()
         self.between_steps(remove)
 

@@ -6,7 +6,8 @@ rosidl responses from them. Constants are the package's (mbsim_ros/data/interfac
 
 Entities are the models, by their entity names (Simulation.model_names). GetEntityState also
 takes "<model>/<link>" for any link (the model's root link for "<model>"). Poses, twists and
-accelerations are in the world frame (header.frame_id "world"): the twist of a link is the
+accelerations are in the world frame (header.frame_id "world"; entity_state takes another entity
+as the frame, as SetEntityState does, but the standard request has no field for it): the twist of a link is the
 world-frame linear velocity of its origin and its world-frame angular velocity (common_interfaces'
 convention), the acceleration the classical one of its origin over the last step
 (Simulation.link_pose, link_twist, link_acceleration).
@@ -16,8 +17,10 @@ to. A model with a free root is teleported; another is moved rigidly (its world 
 a twist.
 SpawnEntity loads a file URI (file://, package://, a path) or a resource string in any of our
 formats (spawn_formats) and adds it between steps (Session.spawn: topics, TF, description like a
-model loaded at start); a URDF's root link floats (a free joint), as Gazebo spawns URDF robots;
-entity_namespace is not supported (NAMESPACE_INVALID unless empty).
+model loaded at start); a URDF's root link floats (a free joint), as Gazebo spawns URDF robots.
+entity_namespace (a ROS namespace, absolute or made so; NAMESPACE_INVALID when it is not one, or
+is the simulator's or another spawned entity's) puts the model's sensor topics, robot_description
+and a joint_states of its joints under it (Bridge.namespaces); TF frames stay the world names.
 
 Simulation states: playing (the runner paces), paused, stopped (a reset to t = 0, then paused:
 what a STOPPED request does; play or step leave it), quitting (the node shuts down).
@@ -48,11 +51,16 @@ SCOPE_DEFAULT, SCOPE_TIME, SCOPE_STATE, SCOPE_SPAWNED, SCOPE_ALL = 0, 1, 2, 4, 2
 # simulation_interfaces/msg/EntityCategory
 CATEGORY_OBJECT, CATEGORY_ROBOT, CATEGORY_STATIC_OBJECT = 0, 1, 5
 # simulation_interfaces/msg/SimulatorFeatures
-F = dict(SPAWNING=0, DELETING=1, ENTITY_CATEGORIES=8, SPAWNING_RESOURCE_STRING=9, ENTITY_STATE_GETTING=10,
+F = dict(SPAWNING=0, DELETING=1, ENTITY_BOUNDS_BOX=6, ENTITY_BOUNDS_CONVEX=7, ENTITY_CATEGORIES=8, SPAWNING_RESOURCE_STRING=9, ENTITY_STATE_GETTING=10,
          ENTITY_STATE_SETTING=11, ENTITY_INFO_GETTING=12, SPAWNABLES=14, SIMULATION_RESET=20,
          SIMULATION_RESET_TIME=21, SIMULATION_RESET_STATE=22, SIMULATION_RESET_SPAWNED=23,
          SIMULATION_STATE_GETTING=24, SIMULATION_STATE_SETTING=25, SIMULATION_STATE_PAUSE=26,
          STEP_SIMULATION_SINGLE=31, STEP_SIMULATION_MULTIPLE=32, STEP_SIMULATION_ACTION=33)
+
+# simulation_interfaces/msg/TagsFilter and Bounds
+TAGS_ANY, TAGS_ALL = 0, 1
+BOUNDS_EMPTY, BOUNDS_BOX, BOUNDS_CONVEX_HULL, BOUNDS_SPHERE = 0, 1, 2, 3
+BOUNDS_TOLERANCE = 1e-9                      # m: a point on the boundary is inside, despite rounding
 
 # file extension -> the format name spawn_formats lists
 SPAWN_FORMATS = {".urdf": "urdf", ".wrl": "vrml", ".osim": "osim", ".yaml": "chrono_yaml", ".yml": "chrono_yaml"}
@@ -88,7 +96,7 @@ class SimulationInterfaces:
 
     def features(self):
         """(feature codes, spawn formats, custom info): exactly what this node does."""
-        names = ["ENTITY_CATEGORIES", "ENTITY_STATE_GETTING", "ENTITY_STATE_SETTING", "ENTITY_INFO_GETTING",
+        names = ["ENTITY_BOUNDS_BOX", "ENTITY_BOUNDS_CONVEX", "ENTITY_CATEGORIES", "ENTITY_STATE_GETTING", "ENTITY_STATE_SETTING", "ENTITY_INFO_GETTING",
                  "SIMULATION_RESET", "SIMULATION_RESET_TIME", "SIMULATION_RESET_STATE",
                  "SIMULATION_STATE_GETTING", "SIMULATION_STATE_SETTING", "SIMULATION_STATE_PAUSE",
                  "STEP_SIMULATION_SINGLE", "STEP_SIMULATION_MULTIPLE", "STEP_SIMULATION_ACTION"]
@@ -99,7 +107,8 @@ class SimulationInterfaces:
         formats = sorted(set(SPAWN_FORMATS.values())) if self.can_spawn() else []
         return sorted(F[n] for n in names), formats, (
             "mbsim_ros: entities are models; GetEntityState also takes <model>/<link>; "
-            "ResetSimulation resets time and state together; no entity namespaces")
+            "ResetSimulation resets time and state together; entities have no tags (a tags filter "
+            "with tags matches none); bounds filters test the entity's root origin")
 
     # -- simulation state --------------------------------------------------------------------
     def state(self):
@@ -199,20 +208,32 @@ class SimulationInterfaces:
             return CATEGORY_ROBOT
         return CATEGORY_OBJECT
 
-    def entities(self, pattern="", categories=(), tags=(), bounds_type=0):
-        """(code, message, names) of GetEntities: names matching the regular expression
-        `pattern` (searched), of any of `categories`. Tags and bounds filters are unsupported."""
-        if tags:
-            return FEATURE_UNSUPPORTED, "entities have no tags here", []
-        if bounds_type:
-            return FEATURE_UNSUPPORTED, "bounds filters are not supported", []
+    def entities(self, pattern="", categories=(), tags=(), tags_mode=TAGS_ANY, bounds_type=BOUNDS_EMPTY,
+                 bounds_points=()):
+        """(code, message, names) of GetEntities: names matching the regular expression `pattern`
+        (searched), of any of `categories`, passing the tags and bounds filters (EntityFilters).
+        Tags: entities have no tags here, so a filter without tags passes every entity and one
+        with tags (any mode: ANY needs one of them, ALL needs all) passes none.
+        Bounds (world coordinates): an entity passes when its root link's origin lies inside the
+        box (two opposite corners), the sphere (center, radius in the second point's x) or the
+        convex hull of the points (3 or more not on one line; a flat hull is a polygon) (inclusive,
+        to 1e-9 m); its geometry is not considered."""
+        if tags_mode not in (TAGS_ANY, TAGS_ALL):
+            return OPERATION_FAILED, f"tags filter_mode {tags_mode}: expected 0 (any) or 1 (all)", []
+        inside = bounds_test(bounds_type, bounds_points)
+        if isinstance(inside, tuple):
+            return inside + ([],)
         try:
             rx = re.compile(pattern or "")
         except re.error as e:
             return OPERATION_FAILED, f"filter {pattern!r} is not a regular expression: {e}", []
         sim = self.sim
         names = [n for n in sim.model_names if rx.search(n)
-                 and (not categories or self.category(sim.model(n)) in categories)]
+                 and (not categories or self.category(sim.model(n)) in categories)
+                 and not tags]                  # no entity has a tag: a filter with tags passes none
+        if inside is not None and names:
+            roots = self._physics(lambda: [self.sim.link_pose(self.sim.root_link(n))[:3, 3].copy() for n in names])
+            names = [n for n, p in zip(names, roots) if inside(p)]
         return OK, "", names
 
     def entity_info(self, name):
@@ -240,20 +261,47 @@ class SimulationInterfaces:
         sim = self.sim
         return sim.link_pose(link), sim.link_twist(link), sim.link_acceleration(link)
 
-    def entity_state(self, name):
+    def _frame_kinematics(self, frame):
+        """(T, twist, acceleration) of a reference frame name in the world: "" or "world", or an
+        entity ("<model>": its root link; "<model>/<link>") (physics thread); KeyError."""
+        if frame in ("", "world"):
+            return np.eye(4), np.zeros(6), np.zeros(6)
+        return self._kinematics(self._link(frame))
+
+    def entity_state(self, name, frame="world"):
         """(code, message, state) of GetEntityState; state: dict(stamp, frame, position,
-        orientation (x, y, z, w), linear, angular, linear_acceleration, angular_acceleration)."""
+        orientation (x, y, z, w), linear, angular, linear_acceleration, angular_acceleration),
+        in the world, or relative to `frame` (another entity, as SetEntityState takes it): the
+        pose in the frame, the velocity and acceleration of the link's origin as seen from the
+        moving frame and expressed in its axes (the inverse of what SetEntityState composes):
+        with r = p - p_f, v_rel = R_f^T (v - v_f - w_f x r), w_rel = R_f^T (w - w_f),
+        a_rel = R_f^T (a - a_f - alpha_f x r - w_f x (w_f x r) - 2 w_f x R_f v_rel),
+        alpha_rel = R_f^T (alpha - alpha_f - w_f x w). (The standard's GetEntityState request
+        carries no frame: the node's service answers in the world.)"""
         try:
             link = self._link(name)
         except KeyError:
             return NOT_FOUND, self._unknown(name), None
-        T, twist, acc, t = self._physics(lambda: self._kinematics(link) + (self.sim.t,))
-        return OK, "", dict(stamp=t, frame="world", position=T[:3, 3].copy(), orientation=matrix_to_quat(T[:3, :3]),
-                            linear=twist[:3], angular=twist[3:], linear_acceleration=acc[:3],
-                            angular_acceleration=acc[3:])
 
-    def entities_states(self, pattern="", categories=(), tags=(), bounds_type=0):
-        code, message, names = self.entities(pattern, categories, tags, bounds_type)
+        def read():
+            return self._kinematics(link), self._frame_kinematics(frame), self.sim.t
+        try:
+            (T, twist, acc), (T_f, twist_f, acc_f), t = self._physics(read)
+        except KeyError:
+            return NOT_FOUND, f"reference frame {frame!r}: " + self._unknown(frame), None
+        R_f, v_f, w_f, a_f, al_f = T_f[:3, :3], twist_f[:3], twist_f[3:], acc_f[:3], acc_f[3:]
+        r = T[:3, 3] - T_f[:3, 3]
+        v_seen = twist[:3] - v_f - np.cross(w_f, r)                     # world axes
+        a_seen = (acc[:3] - a_f - np.cross(al_f, r) - np.cross(w_f, np.cross(w_f, r)) - 2 * np.cross(w_f, v_seen))
+        T_rel = inverse_transform(T_f) @ T
+        return OK, "", dict(stamp=t, frame=frame or "world", position=T_rel[:3, 3].copy(),
+                            orientation=matrix_to_quat(T_rel[:3, :3]), linear=R_f.T @ v_seen,
+                            angular=R_f.T @ (twist[3:] - w_f), linear_acceleration=R_f.T @ a_seen,
+                            angular_acceleration=R_f.T @ (acc[3:] - al_f - np.cross(w_f, twist[3:])))
+
+    def entities_states(self, pattern="", categories=(), tags=(), tags_mode=TAGS_ANY, bounds_type=BOUNDS_EMPTY,
+                        bounds_points=()):
+        code, message, names = self.entities(pattern, categories, tags, tags_mode, bounds_type, bounds_points)
         if code != OK:
             return code, message, [], []
         states = [self.entity_state(n)[2] for n in names]
@@ -261,10 +309,7 @@ class SimulationInterfaces:
 
     def _frame(self, frame):
         """(T, twist) of a reference frame name in the world (physics thread); KeyError."""
-        if frame in ("", "world"):
-            return np.eye(4), np.zeros(6)
-        T, twist, _ = self._kinematics(self._link(frame))
-        return T, twist
+        return self._frame_kinematics(frame)[:2]
 
     def set_entity_state(self, name, frame, position, orientation, linear, angular):
         """(code, message) of SetEntityState: the pose and twist of the model's root link,
@@ -365,7 +410,14 @@ class SimulationInterfaces:
         if not uri and not resource_string:
             return NO_RESOURCE, "both uri and resource_string are empty", ""
         if namespace:
-            return NAMESPACE_INVALID, "entity_namespace is not supported: leave it empty", ""
+            from .config import valid_namespace
+            taken = {self.session.bridge.ns, *self.session.bridge.namespaces.values()}
+            if not valid_namespace(namespace):
+                return NAMESPACE_INVALID, (f"entity_namespace {namespace!r} is not a ROS namespace: tokens of "
+                                           "letters, digits and _ (not starting with a digit) separated by '/'"), ""
+            if "/" + namespace.strip("/") in taken:
+                return NAMESPACE_INVALID, (f"entity_namespace {namespace!r} is in use (by the simulator or another "
+                                           "spawned entity): its topics would clash"), ""
         if name and ("/" in name or name != name.strip()):
             return NAME_INVALID, f"name {name!r}: a name without '/' or surrounding spaces expected", ""
         quat, pos = np.asarray(orientation, float), np.asarray(position, float)
@@ -390,7 +442,7 @@ class SimulationInterfaces:
             return INVALID_POSE, f"initial_pose frame {frame!r}: " + self._unknown(frame), ""
         T = T_ref @ make_transform(quat_to_matrix(quat / norm), pos)
         try:
-            spawned = self.session.spawn(model, name=name, pose=T)
+            spawned = self.session.spawn(model, name=name, pose=T, namespace=namespace or None)
         except (ModelError, ValueError) as e:
             return OPERATION_FAILED, str(e), ""
         return OK, "", spawned
@@ -408,6 +460,78 @@ class SimulationInterfaces:
         except (KeyError, ValueError) as e:
             return OPERATION_FAILED, str(e)
         return OK, ""
+
+
+def bounds_test(kind, points):
+    """inside(p) -> bool for a Bounds message's type and points (world coordinates), None for
+    TYPE_EMPTY (no bounds filter), or (code, message) for bounds that define no region."""
+    pts = np.asarray(points, float).reshape(-1, 3)
+    tol = BOUNDS_TOLERANCE
+    if not np.all(np.isfinite(pts)):
+        return OPERATION_FAILED, f"bounds points must be finite, got {pts.tolist()}"
+    if kind == BOUNDS_EMPTY:
+        if len(pts):
+            return OPERATION_FAILED, f"bounds TYPE_EMPTY takes no points, got {len(pts)}"
+        return None
+    if kind == BOUNDS_BOX:
+        if len(pts) != 2:
+            return OPERATION_FAILED, f"bounds TYPE_BOX: two opposite corners expected, got {len(pts)} points"
+        lo, hi = pts.min(axis=0), pts.max(axis=0)
+        return lambda p: bool(np.all(p >= lo - tol) and np.all(p <= hi + tol))
+    if kind == BOUNDS_SPHERE:
+        if len(pts) != 2 or pts[1, 0] < 0:
+            return OPERATION_FAILED, ("bounds TYPE_SPHERE: the center and a point whose x is the radius (>= 0) "
+                                      f"expected, got {pts.tolist()}")
+        center, radius = pts[0], pts[1, 0]
+        return lambda p: bool(np.linalg.norm(p - center) <= radius + tol)
+    if kind == BOUNDS_CONVEX_HULL:
+        if len(pts) < 3 or np.linalg.matrix_rank(pts[1:] - pts[0], tol=1e-12) < 2:
+            return OPERATION_FAILED, ("bounds TYPE_CONVEX_HULL: at least 3 points not on one line expected, "
+                                      f"got {pts.tolist()}")
+        planes = hull_planes(pts)
+        return lambda p: bool(np.all(planes[:, :3] @ p <= planes[:, 3] + tol))
+    return OPERATION_FAILED, f"bounds type {kind}: expected 0 (empty), 1 (box), 2 (convex hull) or 3 (sphere)"
+
+
+def hull_planes(pts):
+    """(n, 4) rows (unit outward normal, offset) of half-spaces whose intersection is the convex
+    hull of 3-D points not all on one line: with a volume, every plane through three of them with
+    all the points on one side (a brute force over triples; Bounds carry a handful of points);
+    a flat hull is its plane (both sides) and, per edge, the plane through it across the
+    polygon with all the points on one side."""
+    planes = []
+    n = len(pts)
+    scale = float(np.max(np.abs(pts - pts.mean(axis=0)))) or 1.0
+    if np.linalg.matrix_rank(pts[1:] - pts[0], tol=1e-12) == 2:
+        normal = np.linalg.svd(pts - pts.mean(axis=0))[2][2]          # the plane's normal
+        planes += [np.append(normal, normal @ pts[0]), np.append(-normal, -normal @ pts[0])]
+        for i in range(n):
+            for j in range(i + 1, n):
+                across = np.cross(pts[j] - pts[i], normal)
+                norm = float(np.linalg.norm(across))
+                if norm < 1e-12 * scale:
+                    continue
+                across /= norm
+                side = (pts - pts[i]) @ across
+                if np.all(side <= 1e-12 * scale):
+                    planes.append(np.append(across, across @ pts[i]))
+                elif np.all(side >= -1e-12 * scale):
+                    planes.append(np.append(-across, -across @ pts[i]))
+        return np.array(planes)
+    for i in range(n):
+        for j in range(i + 1, n):
+            for k in range(j + 1, n):
+                normal = np.cross(pts[j] - pts[i], pts[k] - pts[i])
+                norm = float(np.linalg.norm(normal))
+                if norm < 1e-12 * scale * scale:
+                    continue
+                normal /= norm
+                side = (pts - pts[i]) @ normal
+                if np.all(side <= 1e-12 * scale):
+                    planes.append(np.append(normal, normal @ pts[i]))
+                elif np.all(side >= -1e-12 * scale):
+                    planes.append(np.append(-normal, -normal @ pts[i]))
+    return np.array(planes)
 
 
 def resolve_uri(uri):

@@ -91,7 +91,8 @@ def test_features_and_types_in_the_graph(node):
     proc, out, probe = node
     f = call(probe, S.GetSimulatorFeatures, "get_simulator_features").features
     F = M.SimulatorFeatures
-    assert list(f.features) == sorted([F.SPAWNING, F.DELETING, F.ENTITY_CATEGORIES, F.SPAWNING_RESOURCE_STRING,
+    assert list(f.features) == sorted([F.SPAWNING, F.DELETING, F.ENTITY_BOUNDS_BOX, F.ENTITY_BOUNDS_CONVEX,
+                                       F.ENTITY_CATEGORIES, F.SPAWNING_RESOURCE_STRING,
                                        F.ENTITY_STATE_GETTING, F.ENTITY_STATE_SETTING, F.ENTITY_INFO_GETTING,
                                        F.SPAWNABLES, F.SIMULATION_RESET, F.SIMULATION_RESET_TIME,
                                        F.SIMULATION_RESET_STATE, F.SIMULATION_RESET_SPAWNED,
@@ -167,7 +168,7 @@ def test_pause_step_and_the_action(node):
 
 
 def test_spawn_read_teleport_delete_reset(node):
-    from geometry_msgs.msg import Point, Pose, PoseStamped, Quaternion
+    from geometry_msgs.msg import Point, Pose, PoseStamped, Quaternion, Vector3
     proc, out, probe = node
     SS = M.SimulationState
     call(probe, S.SetSimulationState, "set_simulation_state", state=SS(state=SS.STATE_PAUSED))
@@ -178,6 +179,13 @@ def test_spawn_read_teleport_delete_reset(node):
     assert list(call(probe, S.GetEntities, "get_entities").entities) == ["arm", "box"]
     robots = M.EntityFilters(categories=[M.EntityCategory(category=M.EntityCategory.CATEGORY_ROBOT)])
     assert list(call(probe, S.GetEntities, "get_entities", filters=robots).entities) == ["arm"]
+    # a sphere of radius 0.1 around the box's origin; a tags filter with tags (no entity has any)
+    near = M.EntityFilters(bounds=M.Bounds(type=M.Bounds.TYPE_SPHERE, points=[
+        Vector3(x=1.0, y=2.0, z=3.0), Vector3(x=0.1, y=0.0, z=0.0)]))
+    assert list(call(probe, S.GetEntities, "get_entities", filters=near).entities) == ["box"]
+    tagged = M.EntityFilters(tags=M.TagsFilter(tags=["robot"], filter_mode=M.TagsFilter.FILTER_MODE_ALL))
+    r = call(probe, S.GetEntities, "get_entities", filters=tagged)
+    assert r.result.result == M.Result.RESULT_OK and list(r.entities) == []
     p, q, _ = pose(probe, "box")
     np.testing.assert_allclose(p, [1, 2, 3], atol=1e-12)
     np.testing.assert_allclose(q, [0, 0, np.sin(0.3), np.cos(0.3)], atol=1e-12)
@@ -204,6 +212,13 @@ def test_spawn_read_teleport_delete_reset(node):
     assert r.result.result == M.Result.RESULT_OK and r.entity_name not in ("box", "")
     assert call(probe, S.SpawnEntity, "spawn_entity", uri="file:///no/such/robot.urdf").result.result == \
         S.SpawnEntity.Response.RESOURCE_PARSE_ERROR
+    # entity_namespace: the spawned model's description under it
+    r = call(probe, S.SpawnEntity, "spawn_entity", name="box_ns", resource_string=BOX, entity_namespace="fleet/b1")
+    assert r.result.result == M.Result.RESULT_OK, r.result.error_message
+    probe.wait("/fleet/b1/robot_description", lambda: "/fleet/b1/robot_description" in
+               dict(probe.node.get_topic_names_and_types()), 30)
+    assert call(probe, S.SpawnEntity, "spawn_entity", name="x", resource_string=BOX,
+                entity_namespace="9bad").result.result == S.SpawnEntity.Response.NAMESPACE_INVALID
     assert call(probe, S.DeleteEntity, "delete_entity", entity="nope").result.result == M.Result.RESULT_NOT_FOUND
     # delete one, reset removes the other and the time
     assert call(probe, S.DeleteEntity, "delete_entity", entity="box").result.result == M.Result.RESULT_OK

@@ -54,7 +54,8 @@ def services():
 
 def test_features_list_what_this_simulation_does(services):
     codes, formats, _ = services.features()
-    assert codes == [0, 1, 8, 9, 10, 11, 12, 14, 20, 21, 22, 23, 24, 25, 26, 31, 32, 33]
+    assert codes == [0, 1, 6, 7, 8, 9, 10, 11, 12, 14, 20, 21, 22, 23, 24, 25, 26, 31, 32, 33]
+    assert 4 not in codes and 5 not in codes   # no ENTITY_TAGS (no entity has tags), no GetEntityBounds
     assert formats == ["chrono_yaml", "osim", "urdf", "vrml"]
 
 
@@ -108,12 +109,68 @@ def test_entities_with_filters_and_info(services):
     assert services.entities("", [si.CATEGORY_ROBOT])[2] == ["arm"]
     assert services.entities("", [si.CATEGORY_OBJECT])[2] == ["ball"]
     assert services.entities("(")[0] == si.OPERATION_FAILED
-    assert services.entities(tags=["x"])[0] == si.FEATURE_UNSUPPORTED
-    assert services.entities(bounds_type=3)[0] == si.FEATURE_UNSUPPORTED
     code, _, (category, description, tags) = services.entity_info("arm")
     assert code == si.OK and category == si.CATEGORY_ROBOT and "1 moving joints" in description
     code, message, _ = services.entity_info("nope")
     assert code == si.NOT_FOUND and "ball, arm" in message
+
+
+def test_tags_filters_as_the_standard_reads_them(services):
+    """No entity has tags: a filter without tags passes all (either mode), one with tags passes
+    none (ANY needs one of the tags, ALL every one); the other filters still apply."""
+    for mode in (si.TAGS_ANY, si.TAGS_ALL):
+        assert services.entities(tags=[], tags_mode=mode) == (si.OK, "", ["ball", "arm"])
+        assert services.entities("^a", tags=[], tags_mode=mode)[2] == ["arm"]
+        assert services.entities(tags=["robot"], tags_mode=mode) == (si.OK, "", [])
+    assert services.entities(tags=["x"], tags_mode=2)[0] == si.OPERATION_FAILED
+    assert services.entities_states(tags=["robot"])[:3] == (si.OK, "", [])
+
+
+def test_bounds_filters_test_the_root_origin(services):
+    """ball's root origin put at (2, 0, 0.5); arm's root link sits at (0, 0, 1). Points exactly
+    on a boundary are inside (the boundary is inclusive, to 1e-9 m)."""
+    unit = [0, 0, 0, 1]
+    assert services.set_entity_state("ball", "", [2.0, 0, 0.5], unit, [0] * 3, [0] * 3)[0] == si.OK
+    E = services.entities
+    assert E(bounds_type=si.BOUNDS_EMPTY)[2] == ["ball", "arm"]
+    # box: corners in any order
+    assert E(bounds_type=si.BOUNDS_BOX, bounds_points=[(1, -1, 0), (3, 1, 1)])[2] == ["ball"]
+    assert E(bounds_type=si.BOUNDS_BOX, bounds_points=[(3, 1, 1), (-1, -1, 0)])[2] == ["ball", "arm"]
+    assert E(bounds_type=si.BOUNDS_BOX, bounds_points=[(-1, -1, 0), (1, 1, 0.999)])[2] == []
+    assert E(bounds_type=si.BOUNDS_BOX, bounds_points=[(-1, -1, 0), (2, 1, 0.5)])[2] == ["ball"]   # on the corner
+    # sphere: center, radius in the second point's x
+    assert E(bounds_type=si.BOUNDS_SPHERE, bounds_points=[(0, 0, 1), (0.5, 9, 9)])[2] == ["arm"]
+    r = np.hypot(2.0, 0.5)                     # from (0, 0, 1) to the ball's origin
+    assert E(bounds_type=si.BOUNDS_SPHERE, bounds_points=[(0, 0, 1), (r, 0, 0)])[2] == ["ball", "arm"]
+    assert E(bounds_type=si.BOUNDS_SPHERE, bounds_points=[(0, 0, 1), (r - 1e-6, 0, 0)])[2] == ["arm"]
+    # convex hull: a tetrahedron with a face through the ball's origin ...
+    tet = [(0, 0, 0), (4, 0, 0), (0, 4, 0), (0, 0, 1)]
+    assert E(bounds_type=si.BOUNDS_CONVEX_HULL, bounds_points=tet)[2] == ["ball", "arm"]   # both on faces
+    # ... a cube given by its 8 corners plus an inner point (not a vertex of the hull)
+    cube = [(x, y, z) for x in (1.5, 2.5) for y in (-0.5, 0.5) for z in (0, 1)] + [(2, 0, 0.5)]
+    assert E(bounds_type=si.BOUNDS_CONVEX_HULL, bounds_points=cube)[2] == ["ball"]
+    # an octahedron around the arm's root, the ball outside
+    octa = [(0.5, 0, 1), (-0.5, 0, 1), (0, 0.5, 1), (0, -0.5, 1), (0, 0, 2), (0, 0, 0)]
+    assert E(bounds_type=si.BOUNDS_CONVEX_HULL, bounds_points=octa)[2] == ["arm"]
+    # a flat hull (a triangle in the plane z = 0.5 around the ball's origin): a polygon
+    tri = [(1, -1, 0.5), (3, -1, 0.5), (2, 2, 0.5)]
+    assert E(bounds_type=si.BOUNDS_CONVEX_HULL, bounds_points=tri)[2] == ["ball"]
+    tri_above = [(x, y, 0.5 + 1e-6) for x, y, _ in tri]
+    assert E(bounds_type=si.BOUNDS_CONVEX_HULL, bounds_points=tri_above)[2] == []
+    tri_beside = [(x + 1.5, y, z) for x, y, z in tri]       # the ball's x = 2 is left of x = 2.5
+    assert E(bounds_type=si.BOUNDS_CONVEX_HULL, bounds_points=tri_beside)[2] == []
+    # filters combine; GetEntitiesStates gives the states of the ones that pass
+    assert E("^b", bounds_type=si.BOUNDS_SPHERE, bounds_points=[(0, 0, 1), (0.5, 0, 0)])[2] == []
+    code, _, names, states = services.entities_states(bounds_type=si.BOUNDS_BOX, bounds_points=[(1, -1, 0), (3, 1, 1)])
+    assert (code, names) == (si.OK, ["ball"])
+    np.testing.assert_allclose(states[0]["position"], [2, 0, 0.5], atol=1e-12)
+    # bounds that define no region
+    for kind, pts in ((si.BOUNDS_BOX, [(0, 0, 0)]), (si.BOUNDS_SPHERE, [(0, 0, 0), (-1, 0, 0)]),
+                      (si.BOUNDS_CONVEX_HULL, [(0, 0, 0), (1, 0, 0), (2, 0, 0), (3, 0, 0)]),   # a line
+                      (si.BOUNDS_CONVEX_HULL, [(0, 0, 0), (1, 1, 1)]),
+                      (si.BOUNDS_EMPTY, [(0, 0, 0)]), (9, []), (si.BOUNDS_BOX, [(0, 0, 0), (np.nan, 1, 1)])):
+        code, message, names = E(bounds_type=kind, bounds_points=pts)
+        assert code == si.OPERATION_FAILED and names == [] and "bounds" in message
 
 
 def test_free_fall_state_matches_the_analytic_motion(services):
@@ -182,6 +239,56 @@ def test_set_state_in_another_entitys_frame(services):
     np.testing.assert_allclose(st["angular"], [0, 0, 2.0], atol=1e-12)
 
 
+def test_get_state_in_another_entitys_frame(services):
+    """The ball at rest in the world at distance d from the arm's hinge axis, seen from arm/link
+    (yawed th = 0.3 rad, spinning at w = 2 rad/s about z, origin on the axis, not accelerating):
+    at R_z(-th) (d cos phi, d sin phi, 0), turned by -th, circling at -w: velocity
+    -w z x r_rel, angular velocity (0, 0, -w), centripetal acceleration -w^2 r_rel, no angular
+    acceleration. Before any step every acceleration reads 0 (Simulation.link_acceleration),
+    which is the analytic one of both here."""
+    sim = services.sim
+    th, w, d, phi = 0.3, 2.0, 1.5, 0.7
+    i, j = sim.models[0].nv, sim.models[0].nq
+    services._physics(lambda: (sim.q.__setitem__(j, th), sim.v.__setitem__(i, w)))
+    unit = [0, 0, 0, 1]
+    assert services.set_entity_state("ball", "", [d * np.cos(phi), d * np.sin(phi), 1.0], unit, [0] * 3, [0] * 3)[0] == si.OK
+    for frame in ("arm/link",):
+        code, _, st = services.entity_state("ball", frame)
+        assert code == si.OK and st["frame"] == frame
+        a = phi - th
+        r_rel = d * np.array([np.cos(a), np.sin(a), 0.0])
+        np.testing.assert_allclose(st["position"], r_rel, atol=1e-12)
+        np.testing.assert_allclose(st["orientation"], [0, 0, -np.sin(th / 2), np.cos(th / 2)], atol=1e-12)
+        np.testing.assert_allclose(st["linear"], w * d * np.array([np.sin(a), -np.cos(a), 0]), atol=1e-12)
+        np.testing.assert_allclose(st["angular"], [0, 0, -w], atol=1e-12)
+        np.testing.assert_allclose(st["linear_acceleration"], -w ** 2 * r_rel, atol=1e-12)
+        np.testing.assert_allclose(st["angular_acceleration"], 0.0, atol=1e-12)
+    # the arm's model frame ("arm": its root link base at (0, 0, 1), fixed): a plain translation
+    code, _, st = services.entity_state("ball", "arm")
+    np.testing.assert_allclose(st["position"], [d * np.cos(phi), d * np.sin(phi), 0.0], atol=1e-12)
+    np.testing.assert_allclose(st["linear"], 0.0, atol=1e-12)
+    # "" and "world" are the world; an unknown frame is NOT_FOUND
+    assert services.entity_state("ball", "")[2]["frame"] == "world"
+    assert services.entity_state("ball", "nowhere")[0] == si.NOT_FOUND
+
+
+def test_set_then_get_in_a_moving_frame_round_trips(services):
+    """SetEntityState in arm/link's frame (spinning) with a relative twist, then GetEntityState in
+    the same frame, gives back what was set (both directions of the same transport theorem)."""
+    sim = services.sim
+    i, j = sim.models[0].nv, sim.models[0].nq
+    services._physics(lambda: (sim.q.__setitem__(j, -1.1), sim.v.__setitem__(i, 3.0)))
+    q = np.array([0.1, -0.2, 0.3, 0.9])
+    q /= np.linalg.norm(q)
+    p, v, w = [0.4, -0.3, 0.2], [0.5, 1.5, -0.25], [0.3, -0.2, 1.0]
+    assert services.set_entity_state("ball", "arm/link", p, q, v, w)[0] == si.OK
+    _, _, st = services.entity_state("ball", "arm/link")
+    np.testing.assert_allclose(st["position"], p, atol=1e-12)
+    np.testing.assert_allclose(st["orientation"], q, atol=1e-12)
+    np.testing.assert_allclose(st["linear"], v, atol=1e-12)
+    np.testing.assert_allclose(st["angular"], w, atol=1e-12)
+
+
 def test_set_entity_state_refusals(services):
     unit = [0, 0, 0, 1]
     assert services.set_entity_state("nope", "", [0, 0, 0], unit, [0] * 3, [0] * 3)[0] == si.NOT_FOUND
@@ -226,7 +333,7 @@ def test_spawn_read_teleport_delete(services, tmp_path):
     assert services.spawn("x", False, str(tmp_path / "box.sdf"), "", "", "", [0] * 3, unit)[0] == si.UNSUPPORTED_FORMAT
     assert services.spawn("x", False, "", "<robot name='x'><link name=", "", "", [0] * 3, unit)[0] == si.RESOURCE_PARSE_ERROR
     assert services.spawn("x", False, "", "", "", "", [0] * 3, unit)[0] == si.NO_RESOURCE
-    assert services.spawn("x", False, "", BOX_URDF, "ns", "", [0] * 3, unit)[0] == si.NAMESPACE_INVALID
+    assert services.spawn("x", False, "", BOX_URDF, "1ns", "", [0] * 3, unit)[0] == si.NAMESPACE_INVALID
     assert services.spawn("a/b", False, "", BOX_URDF, "", "", [0] * 3, unit)[0] == si.NAME_INVALID
     assert services.spawn("x", False, "", BOX_URDF, "", "", [0] * 3, [0, 0, 0, 0])[0] == si.INVALID_POSE
     assert services.spawn("x", False, "", BOX_URDF, "", "nowhere", [0] * 3, unit)[0] == si.INVALID_POSE
@@ -244,6 +351,61 @@ def test_spawn_read_teleport_delete(services, tmp_path):
     np.testing.assert_allclose(ball["linear"][:2], [0.1, 0], atol=1e-12)   # kept through the delete
     assert services.reset(si.SCOPE_ALL)[0] == si.OK
     assert services.entity_names() == ["ball", "arm"] and services.sim.t == 0.0
+
+
+ARM_URDF = """<robot name="bot">
+  <link name="base"><inertial><mass value="1"/><origin xyz="0 0 0"/>
+    <inertia ixx="0.01" iyy="0.01" izz="0.01" ixy="0" ixz="0" iyz="0"/></inertial></link>
+  <link name="tip"><inertial><mass value="1"/><origin xyz="0.2 0 0"/>
+    <inertia ixx="0.01" iyy="0.01" izz="0.01" ixy="0" ixz="0" iyz="0"/></inertial></link>
+  <joint name="j1" type="revolute"><parent link="base"/><child link="tip"/><axis xyz="0 0 1"/>
+    <limit lower="-3" upper="3" effort="10" velocity="10"/></joint>
+</robot>"""
+
+
+def imu_bot():
+    """A free body with a hinge and an accelerometer and a gyro (separate topics) on its tip."""
+    from mbsim_ros.model import Sensor
+    m = Model("imu_bot", gravity=(0, 0, -G))
+    m.add_link(Link("base", 1.0, [0, 0, 0], np.eye(3) * 0.01))
+    m.add_joint(Joint("root", "free", None, "base"))
+    m.add_link(Link("tip", 1.0, [0.2, 0, 0], np.eye(3) * 0.01))
+    m.add_joint(Joint("j2", "revolute", "base", "tip", axis=(0, 0, 1)))
+    m.sensors += [Sensor("acc", "accelerometer", "tip"), Sensor("gyro", "gyro", "tip")]
+    return m.finalize()
+
+
+def test_spawn_with_a_namespace_puts_its_topics_under_it(services):
+    """entity_namespace: the spawned model's joint_states (its joints only), robot_description
+    and sensor topics go under the namespace (the capture transport records every topic);
+    its joints stay in the simulator's joint_states too. Invalid or taken namespaces are
+    NAMESPACE_INVALID; after a delete the namespace's topics are gone."""
+    unit = [0, 0, 0, 1]
+    got = services.session.transport.got
+    ns = services.session.bridge.ns
+    for bad in ("2bots", "a//b", "a b", "bot/", ns, ns.strip("/")):
+        code, message, _ = services.spawn("x", False, "", ARM_URDF, bad, "", [0] * 3, unit)
+        assert code == si.NAMESPACE_INVALID and repr(bad) in message, (bad, message)
+    code, message, name = services.spawn("bot", False, "", ARM_URDF, "robot2", "", [0, 0, 3], unit)
+    assert (code, name) == (si.OK, "bot"), message
+    code, message, _ = services.spawn("bot_b", False, "", ARM_URDF, "/robot2", "", [0, 0, 3], unit)
+    assert code == si.NAMESPACE_INVALID and "in use" in message
+    services.session.spawn(imu_bot(), name="imu_bot", pose=np.eye(4), namespace="/fleet/imu1")
+    assert services.step(20)[0] == si.OK
+    assert got["/robot2/robot_description"] and "<robot" in got["/robot2/robot_description"][-1].data
+    assert list(got["/robot2/joint_states"][-1].name) == ["j1"]
+    assert list(got["/fleet/imu1/joint_states"][-1].name) == ["j2"]
+    assert {"j1", "j2", "hinge"} <= set(got[ns + "/joint_states"][-1].name)
+    assert got["/fleet/imu1/acc"] and got["/fleet/imu1/gyro"]
+    assert got["/fleet/imu1/robot_description"]
+    assert not any(t.startswith(ns + "/bot") or t.startswith(ns + "/imu_bot") or t in (ns + "/acc", ns + "/gyro")
+                   for t in got)
+    assert services.delete("bot") == (si.OK, "")
+    topics = {h.topic for h in services.session.bridge.pubs.values()}
+    assert "/robot2/joint_states" not in topics and "/fleet/imu1/joint_states" in topics
+    # the namespace is free again
+    code, message, _ = services.spawn("bot", False, "", ARM_URDF, "robot2", "", [0, 0, 3], unit)
+    assert code == si.OK, message
 
 
 def test_moving_a_fixed_base_model(services):
