@@ -454,6 +454,7 @@ def main(args=None):
 
     import rclpy
     from rcl_interfaces.msg import SetParametersResult
+    from rclpy.exceptions import InvalidHandle
     from rclpy.executors import MultiThreadedExecutor
     from rclpy.parameter import Parameter
     from rclpy.signals import SignalHandlerOptions
@@ -507,7 +508,12 @@ def main(args=None):
     status = 0
     try:
         while not stop and runner.running:
-            executor.spin_once(timeout_sec=0.1)
+            try:
+                executor.spin_once(timeout_sec=0.1)
+            except InvalidHandle:
+                # the physics thread destroyed a publisher (a deleted model's topics) while the
+                # executor gathered its wait set: gather it again
+                continue
             if runner.paused != node.get_parameter("paused").value:
                 syncing.append(True)
                 try:
