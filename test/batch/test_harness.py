@@ -110,7 +110,7 @@ def test_builtin_metrics_on_known_signals():
     assert moved.metric("imu_rms") == 1.0
 
 
-def test_the_fixture_works_as_an_installed_pytest_plugin(tmp_path):
+def test_the_fixture_works_as_an_installed_pytest_plugin(tmp_path, pytestconfig):
     """pytest -p mbsim_ros.batch.pytest_plugin (what the pytest11 entry point registers) on a
     file that uses mbsim_world and nothing else of ours."""
     test = tmp_path / "test_uses_fixture.py"
@@ -122,8 +122,12 @@ def test_the_fixture_works_as_an_installed_pytest_plugin(tmp_path):
             assert abs(world.position("ARM") - 0.2) < 0.01
             assert world.signals().metric("fell") == 0.0
         """))
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "mbsim_ros.batch.pytest_plugin", "-p",
-                          "no:cacheprovider", str(test)], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    # installed (pip install: its pytest11 entry point), pytest loads it by itself, as it did in
+    # this session, and naming it again is an error
+    installed = pytestconfig.pluginmanager.has_plugin("mbsim_ros")
+    load = [] if installed else ["-p", "mbsim_ros.batch.pytest_plugin"]
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", *load, "-p", "no:cacheprovider", str(test)],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "1 passed" in run.stdout
     setup = (HERE.parents[1] / "setup.py").read_text()
