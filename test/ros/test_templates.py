@@ -207,8 +207,8 @@ def reference_write(bridge, work):
         if kind == "clock":
             bridge._send("clock", msg.clock(item[1]), item[1])
         elif kind == "joint_states":
-            _, t, q, v, tau, names = item
-            bridge._send("joint_states", msg.joint_state(t, names, q, v, tau), t)
+            _, key, t, q, v, tau, names = item
+            bridge._send(key, msg.joint_state(t, names, q, v, tau), t)
         elif kind == "actuator_controls":
             _, t, controls = item
             bridge._send("actuator_controls/state", msg.joint_state(t, bridge.actuator_names, effort=controls), t)
