@@ -25,3 +25,22 @@ class Capture(NullTransport):
 
     def deliver(self, topic, data):
         self.callbacks[topic](data)
+
+
+def bridge_on(models, config):
+    """(sim, bridge, transport): a Simulation of `models` under `config`, published by a started
+    Bridge over a Capture (the initial state already sent)."""
+    from mbsim_ros.ros.bridge import Bridge
+    from mbsim_ros.ros.session import simulation
+    sim = simulation(models, config)
+    transport = Capture()
+    bridge = Bridge(sim, transport, config)
+    bridge.start()
+    return sim, bridge, transport
+
+
+def steps(sim, bridge, n):
+    """n steps, each handed to the bridge as the runner does."""
+    for _ in range(n):
+        sim.step()
+        bridge.on_step(sim)

@@ -8,12 +8,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from capture_transport import Capture
+from capture_transport import Capture, bridge_on, steps
 
 from mbsim_ros.cli import main
 from mbsim_ros.model import Actuator, BodyLoad, ConfigError, Function, Joint, Link, Model
 from mbsim_ros.ros import messages as msg
-from mbsim_ros.ros.bridge import Bridge
 from mbsim_ros.ros.config import load_config
 from mbsim_ros.ros.node import config_from_parameters
 from mbsim_ros.ros.session import Session, simulation
@@ -44,18 +43,7 @@ def rig(actuated=True, settings=None):
 
 
 def started(model=None, **settings):
-    config = load_config(None, dict(contact="none", **settings))
-    sim = simulation([model or rig()], config)
-    transport = Capture()
-    bridge = Bridge(sim, transport, config)
-    bridge.start()
-    return sim, bridge, transport
-
-
-def steps(sim, bridge, n):
-    for _ in range(n):
-        sim.step()
-        bridge.on_step(sim)
+    return bridge_on([model or rig()], load_config(None, dict(contact="none", **settings)))
 
 
 def controls(names, values):

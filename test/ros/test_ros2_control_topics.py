@@ -9,7 +9,7 @@ with 0 for the interfaces a joint lacks. Its read() takes position[i] (and veloc
 not empty) for each name it knows, from a JointState on the state topic."""
 import numpy as np
 import pytest
-from capture_transport import Capture
+from capture_transport import Capture, bridge_on, steps
 
 from mbsim_ros.model import ConfigError, Joint, Link, Model
 from mbsim_ros.ros import messages as msg
@@ -35,19 +35,8 @@ def rig():
 
 
 def started(**settings):
-    config = load_config(None, dict(dict(contact="none", hold=0, dt=DT, pd_gains={"default": [KP, KD]},
-                                         joint_state_rate=1000.0), **settings))
-    sim = simulation([rig()], config)
-    transport = Capture()
-    bridge = Bridge(sim, transport, config)
-    bridge.start()
-    return sim, bridge, transport
-
-
-def steps(sim, bridge, n):
-    for _ in range(n):
-        sim.step()
-        bridge.on_step(sim)
+    return bridge_on([rig()], load_config(None, dict(dict(contact="none", hold=0, dt=DT, pd_gains={"default": [KP, KD]},
+                                                          joint_state_rate=1000.0), **settings)))
 
 
 def q_of(sim, name):
