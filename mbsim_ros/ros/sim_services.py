@@ -502,6 +502,14 @@ def hull_planes(pts):
     planes = []
     n = len(pts)
     scale = float(np.max(np.abs(pts - pts.mean(axis=0)))) or 1.0
+
+    def keep_if_supporting(normal, point):
+        """The plane through point with this unit normal, facing out, when every point is on one side."""
+        side = (pts - point) @ normal
+        if np.all(side <= 1e-12 * scale):
+            planes.append(np.append(normal, normal @ point))
+        elif np.all(side >= -1e-12 * scale):
+            planes.append(np.append(-normal, -normal @ point))
     if np.linalg.matrix_rank(pts[1:] - pts[0], tol=1e-12) == 2:
         normal = np.linalg.svd(pts - pts.mean(axis=0))[2][2]          # the plane's normal
         planes += [np.append(normal, normal @ pts[0]), np.append(-normal, -normal @ pts[0])]
@@ -511,12 +519,7 @@ def hull_planes(pts):
                 norm = float(np.linalg.norm(across))
                 if norm < 1e-12 * scale:
                     continue
-                across /= norm
-                side = (pts - pts[i]) @ across
-                if np.all(side <= 1e-12 * scale):
-                    planes.append(np.append(across, across @ pts[i]))
-                elif np.all(side >= -1e-12 * scale):
-                    planes.append(np.append(-across, -across @ pts[i]))
+                keep_if_supporting(across / norm, pts[i])
         return np.array(planes)
     for i in range(n):
         for j in range(i + 1, n):
@@ -525,12 +528,7 @@ def hull_planes(pts):
                 norm = float(np.linalg.norm(normal))
                 if norm < 1e-12 * scale * scale:
                     continue
-                normal /= norm
-                side = (pts - pts[i]) @ normal
-                if np.all(side <= 1e-12 * scale):
-                    planes.append(np.append(normal, normal @ pts[i]))
-                elif np.all(side >= -1e-12 * scale):
-                    planes.append(np.append(-normal, -normal @ pts[i]))
+                keep_if_supporting(normal / norm, pts[i])
     return np.array(planes)
 
 
