@@ -45,19 +45,43 @@ def cache_root(package: Path = PACKAGE) -> Path:
     return Path(base) / "mbsim_ros" / "numba"
 
 
-def kernel(**options):
+def kernel(python=True, **options):
     """The decorator of our numba kernels: njit(cache=True, nogil=True, **options), except that
     a kernel called from another with a constant argument compiles for the constant's plain
     type. numba types f(x, 0) with Literal[int](0) and compiles f once per constant it meets:
     apply_forces(..., True) in the step and apply_forces(..., False) in the sensors were two
-    16-second compilations of one kernel. Calls from Python are typed as numba always does."""
+    16-second compilations of one kernel. Calls from Python are typed as numba always does.
+
+    python=False: a kernel only other kernels call (most take the carved namedtuples, about a
+    hundred arrays). It compiles without numba's Python and C entry wrappers, which unpack every
+    argument array and cost about half a CPU second of compile per such kernel; calling it from
+    Python raises TypeError (it has no entry point to call)."""
     from numba import njit
 
     def decorate(fn):
-        dispatcher = njit(cache=True, nogil=True, **options)(fn)
+        if python:
+            dispatcher = njit(cache=True, nogil=True, **options)(fn)
+        else:
+            dispatcher = njit(cache=True, nogil=True, no_cpython_wrapper=True, no_cfunc_wrapper=True,
+                              **options)(fn)
+            dispatcher.__class__ = _kernel_only_class(type(dispatcher))
         dispatcher.get_call_template = functools.partial(_plain_call_template, dispatcher)
         return dispatcher
     return decorate
+
+
+_kernel_only_classes = {}
+
+
+def _kernel_only_class(base):
+    """A subclass of numba's dispatcher `base` that refuses calls from Python."""
+    if base not in _kernel_only_classes:
+        def __call__(self, *args, **kwargs):
+            raise TypeError(f"{self.py_func.__qualname__} is called from numba kernels only "
+                            "(it has no Python entry point)")
+        _kernel_only_classes[base] = type("KernelOnly" + base.__name__, (base,),
+                                           {"__call__": __call__, "__module__": __name__})
+    return _kernel_only_classes[base]
 
 
 def _plain_call_template(dispatcher, args, kws):

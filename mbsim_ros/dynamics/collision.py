@@ -154,7 +154,8 @@ def carve_contacts(cf, ci):
     return c, o, k
 
 
-kernel = kernel_decorator(error_model="numpy")
+kernel = kernel_decorator(error_model="numpy")                  # entry points, called from Python
+internal = kernel_decorator(error_model="numpy", python=False)  # called from kernels only
 inline = njit(cache=True, nogil=True, error_model="numpy", inline="always")
 
 # How the narrow phase is called: routines take geom records (tuples, by value) and the few
@@ -275,7 +276,7 @@ def _add_candidate(cand, k, point, normal, depth, margin):
     return k + 1
 
 
-@kernel
+@internal
 def _choose_manifold(cand, k):
     """Indices (-1: none) of at most MAX_MANIFOLD = 4 of the k candidates: the deepest, the
     farthest from it, the one spanning the largest triangle with those two, and the one adding
@@ -323,7 +324,7 @@ def _choose_manifold(cand, k):
 
 
 # ----------------------------------------------------------------- support points ---
-@kernel
+@internal
 def _support(s, verts, d):
     """The world point of geom s's core furthest along the world direction d (any length).
     The core of a sphere is its centre, of a capsule its segment (GJK and EPA add the radius
@@ -405,7 +406,7 @@ def _box_feature(s, dl, out, first):
     return 4
 
 
-@kernel
+@internal
 def _order_polygon(P, first, n, d):
     """Order the points P[first:first + n] counterclockwise about d and drop those that are not
     corners of their convex hull seen along d (interior, collinear or repeated points)."""
@@ -492,7 +493,7 @@ def _convex_feature(s, verts, dl, d, out, first):
     return _order_polygon(out, first, k, d)
 
 
-@kernel
+@internal
 def _feature(s, verts, d, out, first):
     """The surface points of geom s facing the unit world direction d, as a convex polygon
     ordered about d, in out from row `first`: 1 point (a corner or a smooth spot), 2 (an edge,
@@ -539,7 +540,7 @@ def _feature(s, verts, d, out, first):
 
 
 # ---------------------------------------------------------------- feature clipping ---
-@kernel
+@internal
 def _clip_to_halfspace(poly, src, n, dst, q, side):
     """The part of the point, segment or convex polygon poly[src:src + n] where
     (x - q).side <= 0, written from row dst; returns its count."""
@@ -565,7 +566,7 @@ def _clip_to_halfspace(poly, src, n, dst, q, side):
     return m
 
 
-@kernel
+@internal
 def _clip_features(feat, na, nb, poly, cand, normal, margin):
     """Candidates (returns their count) where a's feature feat[FEAT_A:][:na], facing -normal,
     and b's feat[FEAT_B:][:nb], facing +normal, overlap seen along the normal.
@@ -641,7 +642,7 @@ def _clip_features(feat, na, nb, poly, cand, normal, margin):
     return k
 
 
-@kernel
+@internal
 def _feature_candidates(sa, sb, verts, feat, poly, cand, normal, margin):
     """The features of a (facing -normal) and b (facing +normal), clipped: (candidates, na, nb)."""
     na = _feature(sa, verts, _mul(normal, -1.0), feat, FEAT_A)
@@ -657,7 +658,7 @@ def _plane_candidate(cand, k, x, normal, origin, margin):
     return _add_candidate(cand, k, _axpy(x, 0.5 * depth, normal), normal, depth, margin)
 
 
-@kernel
+@internal
 def _rim_candidates(s, cand, k, radius, z, normal, origin, margin):
     """A circle of the geom (radius, height z) under the plane: its lowest point exactly, and
     RIM_SAMPLES points around it (they carry a circle standing flat)."""
@@ -674,7 +675,7 @@ def _rim_candidates(s, cand, k, radius, z, normal, origin, margin):
     return k
 
 
-@kernel
+@internal
 def _plane_candidates(s, plane, verts, cand, margin):
     """Geom s against the plane geom (the half-space under its xy plane): the points of s that
     can be lowest, each with its own depth under the plane."""
@@ -714,7 +715,7 @@ def _closest_on_segment(p0, p1, x):
     return _axpy(p0, min(1.0, max(0.0, t)), e)
 
 
-@kernel
+@internal
 def _closest_segment_segment(p0, p1, q0, q1):
     """The nearest points (x on p0-p1, y on q0-q1) of two segments (Ericson, RTCD 5.1.9)."""
     d1 = _sub(p1, p0)
@@ -760,13 +761,13 @@ def _segment_ends(s):
     return _axpy(s[5], -s[1][1], s[4]), _axpy(s[5], s[1][1], s[4])
 
 
-@kernel
+@internal
 def _capsule_sphere(sa, sb, cand, margin):
     a0, a1 = _segment_ends(sa)
     return _sphere_sphere(_closest_on_segment(a0, a1, sb[5]), sa[1][0], sb[5], sb[1][0], cand, 0, margin)
 
 
-@kernel
+@internal
 def _capsule_capsule(sa, sb, cand, margin):
     """The nearest points of the two segments; parallel segments touch along their common
     stretch, so both its ends are contacts."""
@@ -791,7 +792,7 @@ def _capsule_capsule(sa, sb, cand, margin):
     return _sphere_sphere(x, ra, y, rb, cand, 0, margin)
 
 
-@kernel
+@internal
 def _box_sphere(sa, sb, cand, margin):
     """Box a, sphere b: the nearest box point outside the box; inside, the nearest face."""
     h = sa[1]
@@ -820,7 +821,7 @@ def _box_sphere(sa, sb, cand, margin):
 
 
 # ------------------------------------------------------------------------ box-box ---
-@kernel
+@internal
 def _box_box(sa, sb, verts, feat, poly, cand, margin):
     """Separating axis test over the 3 + 3 face normals and the 9 edge cross products; the
     axis of least overlap (faces preferred by EDGE_AXIS_BIAS, as ODE) is the normal, then the
@@ -868,7 +869,7 @@ def _box_box(sa, sb, verts, feat, poly, cand, margin):
 # ------------------------------------------------------------------------ GJK / EPA ---
 # The GJK simplex rows hold (point of A - B, point of a, point of b, weight); a point of A - B
 # is a support point of a minus one of b, so the weights give the nearest points of a and b.
-@kernel
+@internal
 def _closest_on_simplex_segment(S, i, j):
     """(count, i0, i1, l0, l1): the point of segment S[i]-S[j] nearest the origin."""
     a, b = _row(S, i), _row(S, j)
@@ -883,7 +884,7 @@ def _closest_on_simplex_segment(S, i, j):
     return 2, i, j, 1.0 - t, t
 
 
-@kernel
+@internal
 def _closest_on_simplex_triangle(S, i, j, m):
     """(count, (i0, i1, i2), (l0, l1, l2)): the point of triangle S[i] S[j] S[m] nearest the
     origin, by its Voronoi regions (Ericson, RTCD 5.1.5)."""
@@ -943,7 +944,7 @@ def _keep_simplex(S, count, idx, weights):
     return count
 
 
-@kernel
+@internal
 def _reduce_simplex(S, n):
     """Replace the simplex S[:n] by its smallest sub-simplex that holds its point nearest the
     origin, with that point's weights; returns the new size (4: the origin is inside)."""
@@ -992,7 +993,7 @@ def _simplex_point(S, n, col):
 GJK_FAR, GJK_SEPARATED, GJK_OVERLAP = 0, 1, 2
 
 
-@kernel
+@internal
 def _gjk(sa, sb, verts, S, far):
     """The distance between the cores of a and b by GJK on the Minkowski difference A - B.
     Returns (status, distance, nearest point of a, of b, simplex size): GJK_FAR once the
@@ -1070,7 +1071,7 @@ def _epa_set_face(V, F, FI, f, i, j, m):
         F[f, 3] = np.inf
 
 
-@kernel
+@internal
 def _epa_seed(sa, sb, verts, S, n, V, F, FI, scale):
     """The EPA start polytope from GJK's simplex S[:n], which holds the origin: grown to a
     tetrahedron by support points (a tetrahedron is always convex; the origin may lie on its
@@ -1182,7 +1183,7 @@ def _epa_answer(V, F, FI, f):
     return True, depth, _mul(fn, -1.0), pa, pb
 
 
-@kernel
+@internal
 def _epa(sa, sb, verts, S, n, V, F, FI, E):
     """The penetration of the overlapping cores by the expanding polytope algorithm, from
     GJK's simplex. Returns (ok, depth, normal from b into a, point of a, point of b).
@@ -1247,7 +1248,7 @@ def _epa(sa, sb, verts, S, n, V, F, FI, E):
     return answer
 
 
-@kernel
+@internal
 def _convex_pair(sa, sb, verts, feat, poly, cand, S, V, F, FI, E, margin):
     """Any pair of convex geoms: GJK between their cores (a sphere's centre, a capsule's
     segment, the shape itself otherwise), EPA if the cores overlap, then feature clipping.
@@ -1280,7 +1281,7 @@ def _convex_pair(sa, sb, verts, feat, poly, cand, S, V, F, FI, E, margin):
 
 
 # ----------------------------------------------------------------------- the pass ---
-@kernel
+@internal
 def _pair_candidates(sa, sb, verts, feat, poly, cand, S, V, F, FI, E, margin):
     """The contact candidates of geoms sa, sb (the kind of a >= the kind of b) in cand."""
     ka, kb = sa[0], sb[0]
@@ -1328,7 +1329,7 @@ def _bounds_apart(sa, sb, half_a, half_b, margin):
             or abs(d[1]) > half_a[1] + half_b[1] + margin or abs(d[2]) > half_a[2] + half_b[2] + margin)
 
 
-@kernel
+@internal
 def collide(g, c, link_R, link_p, margin):
     """All contacts of the candidate pairs at the link poses (link_R, link_p), written to rows
     0..ncon-1 of c; returns ncon (the capacity if it ran out of rows: the rest are lost)."""

@@ -36,7 +36,7 @@ from numba import njit
 
 from ..model import ModelError
 from . import kernels
-from .kernels import crba, inline, kernel
+from .kernels import copy_into, crba, inline, internal, kernel
 from .lcp import lcp_workspace_size, solve_boxed_lcp
 
 # loop closure kinds -> rows
@@ -444,7 +444,7 @@ def _dot3(a, b):
     return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
 
 
-@kernel
+@internal
 def _loop_rows(t, d, r, s, k, m, scratch, joint_erp, dt):
     """The rows of loop closure k from row m on; returns the next free row. Each row's target
     is Baumgarte's -joint_erp e / dt for its constraint function e."""
@@ -534,7 +534,7 @@ def _loop_rows(t, d, r, s, k, m, scratch, joint_erp, dt):
     return m
 
 
-@kernel
+@internal
 def _joint_rows(t, r, s, q, v, m, joint_erp, dt):
     """Limit, velocity-limit and lock rows (unit rows on one DOF); returns the next free row."""
     inf = math.inf
@@ -575,7 +575,7 @@ def _joint_rows(t, r, s, q, v, m, joint_erp, dt):
     return m
 
 
-@kernel
+@internal
 def _contact_rows(t, d, s, c, ncon, v_start, m, erp, max_erv, bounce_velocity, dt, scratch):
     """Three rows per contact: normal [0, inf) and two friction rows (findex to the normal),
     the first along the sliding direction when the contact slides. Returns the next free row."""
@@ -645,7 +645,7 @@ def _contact_rows(t, d, s, c, ncon, v_start, m, erp, max_erv, bounce_velocity, d
     return m
 
 
-@kernel
+@internal
 def _select_contacts(c, ncon, s, maxc):
     """The contacts that become rows (indices into s.csel): all of them, or the maxc deepest,
     counting the dropped ones in the stats."""
@@ -665,7 +665,7 @@ def _select_contacts(c, ncon, s, maxc):
 
 
 # ------------------------------------------------------------------ mass matrix solves ---
-@kernel
+@internal
 def _factor_tree(r, H):
     """H = L^T D L in place along the tree (Featherstone's LTDL, RBDA table 6.3): D on the
     diagonal, L below it; only ancestors couple, so the cost is sum of depth^2, not nv^3."""
@@ -682,7 +682,7 @@ def _factor_tree(r, H):
             i = r.dof_parent[i]
 
 
-@kernel
+@internal
 def _solve_tree(r, H, x):
     """x <- H^-1 x with H factored by _factor_tree."""
     nv = H.shape[0]
@@ -701,7 +701,7 @@ def _solve_tree(r, H, x):
 
 
 # ------------------------------------------------------------------------------ solve ---
-@kernel
+@internal
 def _warm_start(s, c, ncontact, m):
     """x from last step for the contact rows: matched by geom pair and nearest point (within
     1 cm); every other row starts at zero (the step restores the loop rows itself)."""
@@ -726,7 +726,7 @@ def _warm_start(s, c, ncontact, m):
             s.x[3 * k] = s.cprev_x[best, 0]
 
 
-@kernel
+@internal
 def _remember(s, c, ncontact):
     for k in range(ncontact):
         ci = s.csel[k]
@@ -738,7 +738,7 @@ def _remember(s, c, ncontact):
     s.stats[STAT_NPREV] = ncontact
 
 
-@kernel
+@internal
 def _apply_impulses(t, d, r, s, v, m, ncontact, cfm, dt, pgs_iterations, pgs_tolerance, lf, li):
     """Solve the LCP of rows 0..m-1 and add the impulse response to v (v* -> v+)."""
     nv = v.shape[0]
@@ -749,7 +749,7 @@ def _apply_impulses(t, d, r, s, v, m, ncontact, cfm, dt, pgs_iterations, pgs_tol
     _factor_tree(r, H)
     for i in range(m):
         Y = s.Y[i]
-        Y[:] = s.J[i]
+        copy_into(Y, s.J[i])
         _solve_tree(r, H, Y)
     for i in range(m):
         Ji = s.J[i]
@@ -830,7 +830,7 @@ def _add_body_force(t, d, link, p, F, sign):
         d.fext[b, 3 + a] += sign * (R[0, a] * n0 + R[1, a] * n1 + R[2, a] * n2)
 
 
-@kernel
+@internal
 def _penalty_forces(t, d, s, c, ncon, stiffness, damping, friction_velocity, scratch):
     """Chrono SMC-style contact: normal force k depth - c vn (never pulling), friction
     -mu fn vt / max(|vt|, friction_velocity), added to fext; forces kept for contacts()."""

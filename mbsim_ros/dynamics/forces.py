@@ -42,7 +42,7 @@ from ..model import (Actuator, BodyLoad, Bushing, CoordinateCoupler, CoordinateL
                      LoopConstraint, ModelError, Motor, RotarySpringDamper, SpringDamper)
 from .constraints import ROW_COUPLER, ROW_MOTOR, ROW_STOP, _accumulate_angular, _accumulate_linear, _set_row
 from .functions import eval_function, pack_functions
-from .kernels import inline, kernel
+from .kernels import inline, internal
 
 # element kinds
 SPRING, RSDA, BUSHING, LIMIT, ACT_COORD, ACT_TORQUE, ACT_POINT, LOAD_FORCE, LOAD_TORQUE, MOTOR, COUPLER = range(1, 12)
@@ -683,7 +683,7 @@ def _bushing(link_R, link_p, link_body, Rw, pw, vel, fext, f, la, lb, RF, RM):
     _twist(link_body, Rw, fext, la, -(m0 + d1 * F2 - d2 * F1), -(m1 + d2 * F0 - d0 * F2), -(m2 + d0 * F1 - d1 * F0))
 
 
-@kernel
+@internal
 def apply_forces(t, d, fe, q, v, time, tau, commit):
     """Every force element, actuator, load and force motor at (q, v, time): body forces added
     into d.fext, generalized forces into tau. Needs velocity_kinematics and link_poses at
@@ -791,7 +791,7 @@ def _body_of(t, link):
     return -1 if link < 0 else t.link_body[link]
 
 
-@kernel
+@internal
 def drive_rows(t, d, s, fe, q, v, m, time, joint_erp, dt):
     """The bilateral rows of position and speed motors and of coordinate couplers, from row m
     on, at the step's start pose (after link_poses); returns the next free row."""
@@ -850,7 +850,7 @@ def drive_rows(t, d, s, fe, q, v, m, time, joint_erp, dt):
     return m
 
 
-@kernel
+@internal
 def stop_rows(t, d, s, fe, v, m, joint_erp, dt):
     """One-sided rows of the springs' length stops, active when this step's velocity would
     cross a stop (speculative, as joint limits); returns the next free row."""

@@ -15,7 +15,8 @@ from ..model import ModelError
 
 # kernels.py's decorator, defined here too: kernels.py calls eval_function (custom joints), so
 # this module cannot import from it
-kernel = kernel_decorator(error_model="numpy")
+kernel = kernel_decorator(error_model="numpy")                  # entry points, called from Python
+internal = kernel_decorator(error_model="numpy", python=False)  # called from kernels only
 
 PPOLY, SINE, INPUT = 0, 1, 2
 _KINDS = {"ppoly": PPOLY, "sine": SINE, "input": INPUT}
@@ -47,7 +48,7 @@ def pack_functions(functions, input_names=()):
     return np.array(ff + [0.0]), fi, input_names
 
 
-@kernel
+@internal
 def _poly(ff, c0, order, dx):
     """Value, first and second derivative of sum c_p dx^p (Horner)."""
     y = dy = ddy = 0.0

@@ -172,13 +172,23 @@ def carve_data(df, ti):
 
 
 
-kernel = kernel_decorator(error_model="numpy")
+kernel = kernel_decorator(error_model="numpy")                  # entry points, called from Python
+internal = kernel_decorator(error_model="numpy", python=False)  # called from kernels only
 # small helpers are inlined into their callers so that numba can drop the reference counting
 # of the array views they take (tens of nanoseconds per view otherwise)
 inline = njit(cache=True, nogil=True, error_model="numpy", inline="always")
 
 
 # ---------------------------------------------------------------- small spatial algebra ---
+@inline
+def copy_into(dst, src):
+    """dst[:] = src for 1-D arrays of one length, as a loop: numba's slice assignment checks for
+    overlap and may copy through a temporary, which needs its reference-counted allocator (the
+    kernels compile without it, _kernel_cache.kernel)."""
+    for j in range(dst.shape[0]):
+        dst[j] = src[j]
+
+
 @inline
 def _quat_to_R(x, y, z, w, R):
     n = math.sqrt(x * x + y * y + z * z + w * w)
@@ -386,7 +396,7 @@ def _invert_spd(A, n, Ainv):
 
 
 # ---------------------------------------------------------------------------- kinematics ---
-@kernel
+@internal
 def _custom_joint(t, d, i, q):
     """A CUSTOM body: its pose in the parent body frame (R0 R(q), p0 + R0 p(q)) into d.Rr[i],
     d.pr[i]; its motion subspace into d.S[i]; and, for the velocity pass, each transform axis
@@ -465,7 +475,7 @@ def _rotate_columns(Rk, A):
         A[0, b], A[1, b], A[2, b] = a0, a1, a2
 
 
-@kernel
+@internal
 def _custom_bias_add(t, d, i, v, out):
     """out += Sdot qdot of CUSTOM body i (the apparent derivative of S(q) qdot in the body
     frame): second derivatives of the functions along the axes, plus the turning of the body
@@ -524,7 +534,7 @@ def _custom_bias_add(t, d, i, v, out):
         out[2] += fdd * e[2] + fd * (e[0] * w1 - e[1] * w0)
 
 
-@kernel
+@internal
 def forward_kinematics(t, d, q):
     """Body poses relative to the parent (Rr, pr), motion transforms X and world poses; the
     motion subspaces of CUSTOM bodies (d.S)."""
@@ -550,7 +560,7 @@ def forward_kinematics(t, d, q):
                     d.Rw[i, a, b] = Rp[a, 0] * d.Rr[i, 0, b] + Rp[a, 1] * d.Rr[i, 1, b] + Rp[a, 2] * d.Rr[i, 2, b]
 
 
-@kernel
+@internal
 def link_poses(t, d):
     """World pose of every Model link (after forward_kinematics)."""
     for k in range(t.link_body.shape[0]):
@@ -569,7 +579,7 @@ def link_poses(t, d):
                     d.link_R[k, a, c] = R[a, 0] * Rl[0, c] + R[a, 1] * Rl[1, c] + R[a, 2] * Rl[2, c]
 
 
-@kernel
+@internal
 def _velocities(t, d, v):
     """Body velocities and velocity-product accelerations cb = vel x (S qdot) (+ Sdot qdot for
     CUSTOM bodies, whose S turns with q)."""
@@ -595,14 +605,14 @@ def _velocities(t, d, v):
             _custom_bias_add(t, d, i, v, d.cb[i])
 
 
-@kernel
+@internal
 def velocity_kinematics(t, d, q, v):
     forward_kinematics(t, d, q)
     _velocities(t, d, v)
 
 
 # -------------------------------------------------------------------------------- ABA ---
-@kernel
+@internal
 def aba(t, d, tau, diag, qdd):
     """Articulated-body forward dynamics after velocity_kinematics: qdd for generalized force
     tau, with `diag` added to each DOF's articulated inertia (armature, implicit terms)."""
@@ -716,7 +726,7 @@ def aba(t, d, tau, diag, qdd):
 
 
 # ------------------------------------------------------------------------------- RNEA ---
-@kernel
+@internal
 def body_accelerations(t, d, qdd, a0):
     """d.acc: body spatial accelerations for qdd, after velocity_kinematics; a0 is the world's
     acceleration ((-g, 0) folds gravity in, as RNEA and ABA do; zero gives true accelerations)."""
@@ -733,7 +743,7 @@ def body_accelerations(t, d, qdd, a0):
             acc[a] += s
 
 
-@kernel
+@internal
 def rnea(t, d, qdd, tau):
     """Inverse dynamics after velocity_kinematics: tau = M qdd + h(q, v) (armature included)."""
     nb = t.parent.shape[0]
@@ -762,7 +772,7 @@ def rnea(t, d, qdd, tau):
 
 
 # ------------------------------------------------------------------------------- CRBA ---
-@kernel
+@internal
 def crba(t, d, M):
     """Joint-space mass matrix after forward_kinematics (armature on the diagonal)."""
     nb = t.parent.shape[0]
@@ -808,7 +818,7 @@ def crba(t, d, M):
 
 
 # --------------------------------------------------------------------------- Jacobians ---
-@kernel
+@internal
 def point_jacobian(t, d, link, point, J):
     """J (6 x nv): world-frame linear velocity of `point` (link coordinates) and angular
     velocity of the link, per DOF (after forward_kinematics and link_poses)."""
@@ -842,7 +852,7 @@ def point_jacobian(t, d, link, point, J):
 
 
 # ------------------------------------------------------------------------- integration ---
-@kernel
+@internal
 def integrate(t, q, v, dt, q_out):
     """q_out = q (+) v dt on the manifold (q_out may be q): quaternions by the exponential map,
     free joints by the SE(3) exponential of the child-frame twist (as Pinocchio's integrate)."""
@@ -908,7 +918,7 @@ def integrate(t, q, v, dt, q_out):
 
 
 # ----------------------------------------------------------------------------- stepping ---
-@kernel
+@internal
 def _first_nonfinite(t, q, v):
     """Velocity index of the first DOF whose q or v is not finite, or -1."""
     for i in range(t.parent.shape[0]):
@@ -923,17 +933,17 @@ def _first_nonfinite(t, q, v):
     return -1
 
 
-@kernel
+@internal
 def _restore_if_nonfinite(t, d, q, v):
     """After a step: the first non-finite DOF (state restored to before the step), or -1."""
     bad = _first_nonfinite(t, q, v)
     if bad >= 0:
-        q[:] = d.q_prev
-        v[:] = d.v_prev
+        copy_into(q, d.q_prev)
+        copy_into(v, d.v_prev)
     return bad
 
 
-@kernel
+@internal
 def _passive_implicit(t, d, q, v, tau, dt, friction_velocity):
     """DART's implicit joint springs and dampers: tau_total = tau - K(q - q_rest + dt v) - D v,
     articulated diagonal += dt D + dt^2 K (dt = 0: explicit). Coulomb friction is regularized

@@ -50,7 +50,8 @@ ROUNDING = 1e-10        # lcp_residual below this is exact; above it solve_frict
 # Row states during the pivoting
 UNPROCESSED, CLAMPED, AT_LO, AT_HI = 0, 1, 2, 3
 
-kernel = kernel_decorator(error_model="numpy")
+kernel = kernel_decorator(error_model="numpy")                  # entry points, called from Python
+internal = kernel_decorator(error_model="numpy", python=False)  # called from kernels only
 
 
 @kernel
@@ -59,7 +60,7 @@ def lcp_workspace_size(nmax):
     return 2 * nmax * nmax + 7 * nmax, 4 * nmax
 
 
-@kernel
+@internal
 def row_bounds(lo, hi, findex, x, i):
     """(lo_i, hi_i) of row i, a friction row's from the current normal impulse in x."""
     k = findex[i]
@@ -69,7 +70,7 @@ def row_bounds(lo, hi, findex, x, i):
     return -h, h
 
 
-@kernel
+@internal
 def set_w(A, b, n, x, w):
     """w = A x - b."""
     for i in range(n):
@@ -79,7 +80,7 @@ def set_w(A, b, n, x, w):
         w[i] = s
 
 
-@kernel
+@internal
 def lcp_scales(A, b, n, x):
     """(x_scale, w_scale): max|x_i|, and the largest |b_i| or sum_j |A_ij x_j| (the size of
     the terms of w = A x - b); floored to stay positive."""
@@ -94,7 +95,7 @@ def lcp_scales(A, b, n, x):
     return x_scale, w_scale
 
 
-@kernel
+@internal
 def row_violation(lo_i, hi_i, x_i, w_i, x_scale, w_scale):
     """How far one row is from its bounds and complementarity, scaled. A wrongly signed w_i
     counts as the smaller of |w_i| and the distance of x_i from the bound where that sign is
@@ -187,7 +188,7 @@ def cholesky_solve(L, nc, v):
 
 # ---- the pivoting method ----
 
-@kernel
+@internal
 def order_rows(lo, hi, findex, n, order):
     """Bilateral rows first (they join C at once), then the other rows without friction, then
     the friction rows. Returns the position of the first friction row (n if none)."""
@@ -208,7 +209,7 @@ def order_rows(lo, hi, findex, n, order):
     return first_friction
 
 
-@kernel
+@internal
 def set_friction_bounds(lo, hi, findex, n, x, lo_now, hi_now):
     """The friction rows' bounds from the normal impulses in x; returns the largest change."""
     change = 0.0
@@ -221,7 +222,7 @@ def set_friction_bounds(lo, hi, findex, n, x, lo_now, hi_now):
     return change
 
 
-@kernel
+@internal
 def dantzig_pass(A, b, lo, hi, findex, n, x, w, lo_now, hi_now, set_friction_at, max_pivots,
                  order, state, clamped, L, dx, dw, v):
     """One run of the pivoting method over the rows in `order`, with the bounds lo_now, hi_now
@@ -355,7 +356,7 @@ def dantzig_pass(A, b, lo, hi, findex, n, x, w, lo_now, hi_now, set_friction_at,
     return True
 
 
-@kernel
+@internal
 def gauss_solve(M, m, v, scale):
     """v <- M^-1 v for the leading m x m block of M (destroyed), by Gaussian elimination with
     partial pivoting. False when a pivot is not above TINY_PIVOT * scale."""
@@ -384,7 +385,7 @@ def gauss_solve(M, m, v, scale):
     return True
 
 
-@kernel
+@internal
 def solve_friction_tied(A, b, lo, hi, findex, n, x, w, state, clamped, position, M, slope, v,
                         tolerance):
     """Finish a pass whose friction bounds were stale. Friction rows at a bound are tied to
@@ -461,7 +462,7 @@ def solve_friction_tied(A, b, lo, hi, findex, n, x, w, state, clamped, position,
     return lcp_residual(A, b, lo, hi, findex, n, x, w) <= tolerance
 
 
-@kernel
+@internal
 def pgs(A, b, lo, hi, findex, n, x, order, iterations, tolerance):
     """Projected Gauss-Seidel from x, rows in `order` (normals before their friction rows),
     friction bounds from the current x. True when the largest change of x in a sweep fell

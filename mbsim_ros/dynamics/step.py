@@ -15,10 +15,10 @@ from .constraints import (CONTACT_LCP, CONTACT_NONE, CONTACT_PENALTY, STAT_NCON,
                           _remember, _select_contacts, _warm_start, carve_rules, carve_solver)
 from .forces import H_N, H_NDRIVE, H_NSTOP, apply_forces, carve_forces, drive_rows, forces_or_none, stop_rows
 from .kernels import (FREE, _passive_implicit, _quat_to_R, _restore_if_nonfinite, aba, carve_data,
-                      carve_tree, integrate, kernel, link_poses, rnea, velocity_kinematics)
+                      carve_tree, copy_into, integrate, internal, kernel, link_poses, rnea, velocity_kinematics)
 
 
-@kernel
+@internal
 def _free_joints_translate_straight(t, d, q, v, dt):
     """After q = q (+) v dt: a free joint's origin moves in a straight line at its classical
     velocity u = v_lin + dt w x v_lin (start-of-step w, v), as MuJoCo's world-frame free joint,
@@ -47,7 +47,7 @@ def _free_joints_translate_straight(t, d, q, v, dt):
             v[iv + a] = Rn[0, a] * x0 + Rn[1, a] * x1 + Rn[2, a] * x2
 
 
-@kernel
+@internal
 def _see_free_joint_translation(t, d, s, row0, m, dt):
     """Targets of rows row0..m-1 (loops, motors, couplers) less what the free joints' straight
     translation adds beyond v+ (dt w x v_lin at the step's start, _free_joints_translate_straight),
@@ -65,7 +65,7 @@ def _see_free_joint_translation(t, d, s, row0, m, dt):
             s.b[k] -= s.J[k, iv] * x0 + s.J[k, iv + 1] * x1 + s.J[k, iv + 2] * x2
 
 
-@kernel
+@internal
 def _contacts_and_applied(t, d, g, c, s, r, opt, fe, q, v, tau, time):
     """Kinematics at (q, v), contacts, penalty forces into fext, tau clamped to the effort
     limits into s.tau_applied, then the force elements at `time` (body forces into fext,
@@ -90,7 +90,7 @@ def _contacts_and_applied(t, d, g, c, s, r, opt, fe, q, v, tau, time):
     return ncon
 
 
-@kernel
+@internal
 def _step_semi_implicit_euler(t, d, g, c, r, s, opt, fe, q, v, tau, t0, dt, nsteps, lf, li, nloop, maxc, loops):
     """Returns (steps done, first non-finite DOF or -1); on a blow-up the state before the
     failing step is restored. loops None: the world has no loop closures, and the kernel
@@ -98,8 +98,8 @@ def _step_semi_implicit_euler(t, d, g, c, r, s, opt, fe, q, v, tau, t0, dt, nste
     nv = v.shape[0]
     for step in range(nsteps):
         time = t0 + step * dt
-        d.q_prev[:] = q
-        d.v_prev[:] = v
+        copy_into(d.q_prev, q)
+        copy_into(d.v_prev, v)
         ncon = _contacts_and_applied(t, d, g, c, s, r, opt, fe, q, v, tau, time)
         _passive_implicit(t, d, q, v, s.tau_applied, dt, opt.friction_velocity)
         aba(t, d, d.tau_total, d.diag, d.qdd)
@@ -146,7 +146,7 @@ def _step_semi_implicit_euler(t, d, g, c, r, s, opt, fe, q, v, tau, t0, dt, nste
     return nsteps, -1
 
 
-@kernel
+@internal
 def _explicit_accel(t, d, g, c, s, r, opt, fe, q, v, tau, time, qdd):
     """qdd with passive and penalty contact forces explicit (the implicit form at dt = 0)."""
     _contacts_and_applied(t, d, g, c, s, r, opt, fe, q, v, tau, time)
@@ -154,7 +154,7 @@ def _explicit_accel(t, d, g, c, s, r, opt, fe, q, v, tau, time, qdd):
     aba(t, d, d.tau_total, d.diag, qdd)
 
 
-@kernel
+@internal
 def _step_rk4(t, d, g, c, r, s, opt, fe, q, v, tau, t0, dt, nsteps):
     """Classical RK4 with stage positions q (+) c dt v_k on the manifold (as MuJoCo's RK4);
     passive and penalty contact forces explicit. Returns (steps done, first non-finite DOF or -1)."""
@@ -162,17 +162,17 @@ def _step_rk4(t, d, g, c, r, s, opt, fe, q, v, tau, t0, dt, nsteps):
     cs = (0.0, 0.5, 0.5, 1.0)
     ws = (1.0 / 6.0, 1.0 / 3.0, 1.0 / 3.0, 1.0 / 6.0)
     for step in range(nsteps):
-        d.q_prev[:] = q
-        d.v_prev[:] = v
+        copy_into(d.q_prev, q)
+        copy_into(d.v_prev, v)
         for k in range(4):
             if k == 0:
-                d.q_stage[:] = q
-                d.v_stage[:] = v
+                copy_into(d.q_stage, q)
+                copy_into(d.v_stage, v)
             else:
                 for j in range(nv):
                     d.v_stage[j] = v[j] + cs[k] * dt * d.k_a[k - 1, j]
                 integrate(t, q, d.k_v[k - 1], cs[k] * dt, d.q_stage)
-            d.k_v[k, :] = d.v_stage
+            copy_into(d.k_v[k], d.v_stage)
             _explicit_accel(t, d, g, c, s, r, opt, fe, d.q_stage, d.v_stage, tau, t0 + (step + cs[k]) * dt,
                             d.k_a[k])
         for j in range(nv):
@@ -191,7 +191,7 @@ def _step_rk4(t, d, g, c, r, s, opt, fe, q, v, tau, t0, dt, nsteps):
     return nsteps, -1
 
 
-@kernel
+@internal
 def _carve_world(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, ef, ei, sizes, optf):
     t, _, _ = carve_tree(tf, ti)
     d, _ = carve_data(df, ti)
