@@ -15,7 +15,7 @@ from .constraints import (CONTACT_LCP, CONTACT_NONE, CONTACT_PENALTY, STAT_NCON,
                           _remember, _select_contacts, _warm_start, carve_rules, carve_solver)
 from .forces import H_N, H_NDRIVE, H_NSTOP, apply_forces, carve_forces, drive_rows, forces_or_none, stop_rows
 from .kernels import (FREE, _passive_implicit, _quat_to_R, _restore_if_nonfinite, aba, carve_data,
-                      carve_tree, copy_into, integrate, internal, kernel, link_poses, rnea, velocity_kinematics)
+                      carve_tree, copy_into, inline, integrate, internal, kernel, link_poses, rnea, velocity_kinematics)
 
 
 @internal
@@ -91,10 +91,40 @@ def _contacts_and_applied(t, d, g, c, s, r, opt, fe, q, v, tau, time):
 
 
 @internal
-def _step_semi_implicit_euler(t, d, g, c, r, s, opt, fe, q, v, tau, t0, dt, nsteps, lf, li, nloop, maxc, loops):
+def _explicit_accel(t, d, g, c, s, r, opt, fe, q, v, tau, time, qdd):
+    """qdd with passive and penalty contact forces explicit (the implicit form at dt = 0)."""
+    _contacts_and_applied(t, d, g, c, s, r, opt, fe, q, v, tau, time)
+    _passive_implicit(t, d, q, v, s.tau_applied, 0.0, opt.friction_velocity)
+    aba(t, d, d.tau_total, d.diag, qdd)
+
+
+@inline
+def _carve_world(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, ef, ei, sizes, optf):
+    t, _, _ = carve_tree(tf, ti)
+    d, _ = carve_data(df, ti)
+    g, _, _ = carve_geoms(gf, gi)
+    c, _, _ = carve_contacts(cf, ci)
+    nv, nloop, mmax, ccap, nlooprows = sizes[0], sizes[1], sizes[2], sizes[3], sizes[4]
+    r, _, _ = carve_rules(rf, ri, nv, nloop)
+    s, _, _ = carve_solver(sf, si, mmax, nv, ccap, nlooprows)
+    opt = Options(optf[0], optf[1], optf[2], optf[3], optf[4], optf[5], optf[6], optf[7], optf[8],
+                  optf[9], optf[10], optf[11])
+    fe = forces_or_none(ef, ei)
+    return t, d, g, c, r, s, opt, fe
+
+
+# ------------------------------------------------------------ entry points from Python ---
+@kernel
+def step_semi_implicit_euler(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, lf, li, ef, ei, sizes, optf,
+                             q, v, tau, t0, dt, nsteps, loops):
     """Returns (steps done, first non-finite DOF or -1); on a blow-up the state before the
     failing step is restored. loops None: the world has no loop closures, and the kernel
-    compiles without their rows (numba prunes the branch)."""
+    compiles without their rows (numba prunes the branch); ef None likewise compiles it without
+    force elements. The loop lives here, not in a kernel of its own that this one calls: numba
+    optimizes and generates the machine code of everything a kernel calls once more for each
+    kernel level above it, and the step calls nearly all of the code."""
+    t, d, g, c, r, s, opt, fe = _carve_world(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, ef, ei, sizes, optf)
+    nloop, maxc = sizes[1], sizes[5]
     nv = v.shape[0]
     for step in range(nsteps):
         time = t0 + step * dt
@@ -112,14 +142,14 @@ def _step_semi_implicit_euler(t, d, g, c, r, s, opt, fe, q, v, tau, t0, dt, nste
             m = _contact_rows(t, d, s, c, ncontact, d.v_prev, m, opt.erp, opt.max_erv,
                               opt.bounce_velocity, dt, s.scratch)
         m = _joint_rows(t, r, s, q, v, m, opt.joint_erp, dt)
-        if fe is not None:
+        if ef is not None:       # not fe: numba prunes on the arguments only
             if fe.flags[H_NSTOP] > 0:
                 m = stop_rows(t, d, s, fe, v, m, opt.joint_erp, dt)
         loop0 = m        # loop and drive rows: always present, warm-started from the last step
         if loops is not None:
             for k in range(nloop):
                 m = _loop_rows(t, d, r, s, k, m, s.scratch, opt.joint_erp, dt)
-        if fe is not None:
+        if ef is not None:
             if fe.flags[H_NDRIVE] > 0:
                 m = drive_rows(t, d, s, fe, q, v, m, time, opt.joint_erp, dt)
         if m > loop0:
@@ -146,18 +176,13 @@ def _step_semi_implicit_euler(t, d, g, c, r, s, opt, fe, q, v, tau, t0, dt, nste
     return nsteps, -1
 
 
-@internal
-def _explicit_accel(t, d, g, c, s, r, opt, fe, q, v, tau, time, qdd):
-    """qdd with passive and penalty contact forces explicit (the implicit form at dt = 0)."""
-    _contacts_and_applied(t, d, g, c, s, r, opt, fe, q, v, tau, time)
-    _passive_implicit(t, d, q, v, s.tau_applied, 0.0, opt.friction_velocity)
-    aba(t, d, d.tau_total, d.diag, qdd)
-
-
-@internal
-def _step_rk4(t, d, g, c, r, s, opt, fe, q, v, tau, t0, dt, nsteps):
+@kernel
+def step_rk4(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, lf, li, ef, ei, sizes, optf, q, v, tau, t0, dt, nsteps,
+             loops):
     """Classical RK4 with stage positions q (+) c dt v_k on the manifold (as MuJoCo's RK4);
-    passive and penalty contact forces explicit. Returns (steps done, first non-finite DOF or -1)."""
+    passive and penalty contact forces explicit. Returns (steps done, first non-finite DOF or -1).
+    loops: as step_semi_implicit_euler's (RK4 takes no loop closures)."""
+    t, d, g, c, r, s, opt, fe = _carve_world(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, ef, ei, sizes, optf)
     nv = v.shape[0]
     cs = (0.0, 0.5, 0.5, 1.0)
     ws = (1.0 / 6.0, 1.0 / 3.0, 1.0 / 3.0, 1.0 / 6.0)
@@ -189,38 +214,6 @@ def _step_rk4(t, d, g, c, r, s, opt, fe, q, v, tau, t0, dt, nsteps):
         if bad >= 0:
             return step, bad
     return nsteps, -1
-
-
-@internal
-def _carve_world(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, ef, ei, sizes, optf):
-    t, _, _ = carve_tree(tf, ti)
-    d, _ = carve_data(df, ti)
-    g, _, _ = carve_geoms(gf, gi)
-    c, _, _ = carve_contacts(cf, ci)
-    nv, nloop, mmax, ccap, nlooprows = sizes[0], sizes[1], sizes[2], sizes[3], sizes[4]
-    r, _, _ = carve_rules(rf, ri, nv, nloop)
-    s, _, _ = carve_solver(sf, si, mmax, nv, ccap, nlooprows)
-    opt = Options(optf[0], optf[1], optf[2], optf[3], optf[4], optf[5], optf[6], optf[7], optf[8],
-                  optf[9], optf[10], optf[11])
-    fe = forces_or_none(ef, ei)
-    return t, d, g, c, r, s, opt, fe
-
-
-# ------------------------------------------------------------ entry points from Python ---
-@kernel
-def step_semi_implicit_euler(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, lf, li, ef, ei, sizes, optf,
-                             q, v, tau, t0, dt, nsteps, loops):
-    t, d, g, c, r, s, opt, fe = _carve_world(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, ef, ei, sizes, optf)
-    return _step_semi_implicit_euler(t, d, g, c, r, s, opt, fe, q, v, tau, t0, dt, nsteps, lf, li,
-                                     sizes[1], sizes[5], loops)
-
-
-@kernel
-def step_rk4(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, lf, li, ef, ei, sizes, optf, q, v, tau, t0, dt, nsteps,
-             loops):
-    # loops: as step_semi_implicit_euler's (RK4 takes no loop closures)
-    t, d, g, c, r, s, opt, fe = _carve_world(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, ef, ei, sizes, optf)
-    return _step_rk4(t, d, g, c, r, s, opt, fe, q, v, tau, t0, dt, nsteps)
 
 
 @kernel
