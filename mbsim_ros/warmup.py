@@ -4,9 +4,10 @@ or Simulation() compiles.
 
 A world's kernels differ only by what the world has, not by its sizes (they take flat buffers):
 the integrator (semi-implicit Euler or RK4), force elements or none (forces.forces_or_none),
-and the sensor kinds. So a few small worlds call every kernel: the bundled SR1 world (every
-sensor kind, contact), a slider with a spring and a force sensor (force elements), each with both
-integrators, and the Python API's functions on SR1.
+penalty contact or not, and the sensor kinds. So a few small worlds call every kernel: the
+bundled SR1 world (every sensor kind, LCP contact), a slider with a spring and a force sensor
+(force elements), a slider with penalty contact, each with both integrators, the Python API's
+functions on SR1, and the TF message kernel.
 """
 import numpy as np
 
@@ -42,6 +43,7 @@ def _python_api(models):
 def jobs():
     """[(name, call)]: every kernel, world by world."""
     import mbsim_ros as mb
+    from .ros import templates
     from .ros.world import DEFAULT_WORLD, load_models
     world, _ = load_models(DEFAULT_WORLD)
 
@@ -54,7 +56,10 @@ def jobs():
         ("RK4 step", lambda: mb.Simulation(_slider(False), integrator="rk4", contact="none")),
         ("force elements", with_forces),
         ("force elements, RK4 step", lambda: mb.Simulation(_slider(True), integrator="rk4", contact="none")),
+        ("penalty contact", lambda: mb.Simulation(_slider(False), contact="penalty")),
+        ("penalty contact, RK4 step", lambda: mb.Simulation(_slider(False), integrator="rk4", contact="penalty")),
         ("Python API", lambda: _python_api(world)),
+        ("TF poses", templates.warm_up),
     ]
 
 

@@ -167,6 +167,9 @@ POLY_IN, POLY_OUT = 0, MAX_POLY     # first rows of the two clipping buffers in 
 
 
 # ------------------------------------------------------------ 3-vectors as tuples ---
+# The helpers on tuples (no arrays) are kernels of their own, not inlined by numba: numba would
+# re-process a helper's code at each of its hundreds of call sites, while LLVM inlines the
+# compiled helper for the same machine code.
 @inline
 def _row(A, i, col=0):
     """A[i, col:col + 3] as a tuple."""
@@ -181,43 +184,43 @@ def _put(A, i, x, col=0):
     A[i, col + 2] = x[2]
 
 
-@inline
+@internal
 def _add(a, b):
     return (a[0] + b[0], a[1] + b[1], a[2] + b[2])
 
 
-@inline
+@internal
 def _sub(a, b):
     return (a[0] - b[0], a[1] - b[1], a[2] - b[2])
 
 
-@inline
+@internal
 def _mul(a, s):
     return (a[0] * s, a[1] * s, a[2] * s)
 
 
-@inline
+@internal
 def _axpy(a, s, b):
     """a + s b"""
     return (a[0] + s * b[0], a[1] + s * b[1], a[2] + s * b[2])
 
 
-@inline
+@internal
 def _dot(a, b):
     return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
 
 
-@inline
+@internal
 def _cross(a, b):
     return (a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0])
 
 
-@inline
+@internal
 def _norm(a):
     return math.sqrt(a[0] * a[0] + a[1] * a[1] + a[2] * a[2])
 
 
-@inline
+@internal
 def _perpendicular(n):
     """A unit vector perpendicular to the unit vector n."""
     if abs(n[0]) < 0.577:
@@ -239,25 +242,25 @@ def _record(g, c, gi):
             g.vert_start[gi], g.vert_count[gi], g.rbound[gi])
 
 
-@inline
+@internal
 def _axis(s, k):
     """The geom's k-th axis in the world."""
     return s[2] if k == 0 else (s[3] if k == 1 else s[4])
 
 
-@inline
+@internal
 def _dir_world(s, x):
     """A direction given in the geom frame, in the world."""
     return _axpy(_axpy(_mul(s[2], x[0]), x[1], s[3]), x[2], s[4])
 
 
-@inline
+@internal
 def _to_world(s, x):
     """A point given in the geom frame, in the world."""
     return _add(s[5], _dir_world(s, x))
 
 
-@inline
+@internal
 def _dir_local(s, d):
     """A world direction in the geom frame."""
     return (_dot(s[2], d), _dot(s[3], d), _dot(s[4], d))
@@ -355,7 +358,7 @@ def _support(s, verts, d):
     return _to_world(s, x)
 
 
-@inline
+@internal
 def _core_radius(s):
     """The radius GJK adds to a sphere's centre or a capsule's segment."""
     return s[1][0] if (s[0] == SPHERE or s[0] == CAPSULE) else 0.0
@@ -706,7 +709,7 @@ def _plane_candidates(s, plane, verts, cand, margin):
 
 
 # ------------------------------------------------------------ spheres and capsules ---
-@inline
+@internal
 def _closest_on_segment(p0, p1, x):
     """The point of segment p0-p1 nearest x."""
     e = _sub(p1, p0)
@@ -755,7 +758,7 @@ def _sphere_sphere(ca, ra, cb, rb, cand, k, margin):
     return _add_candidate(cand, k, point, normal, depth, margin)
 
 
-@inline
+@internal
 def _segment_ends(s):
     """The ends of a capsule's segment."""
     return _axpy(s[5], -s[1][1], s[4]), _axpy(s[5], s[1][1], s[4])
@@ -1300,7 +1303,7 @@ def _pair_candidates(sa, sb, verts, feat, poly, cand, S, V, F, FI, E, margin):
     return _convex_pair(sa, sb, verts, feat, poly, cand, S, V, F, FI, E, margin)
 
 
-@inline
+@internal
 def _world_half_extents(s):
     """Half extents of the world box about the geom origin that holds geom s."""
     kind, h, ex, ey, ez = s[0], s[1], s[2], s[3], s[4]
@@ -1317,7 +1320,7 @@ def _world_half_extents(s):
     return (s[8], s[8], s[8])            # sphere, convex; plane: inf
 
 
-@inline
+@internal
 def _bounds_apart(sa, sb, half_a, half_b, margin):
     """Broad phase: the bounding spheres (a plane: the other's sphere against the plane), then
     the world boxes, further apart than margin. a is not a plane (the larger kind)."""

@@ -377,11 +377,32 @@ def _set_row(s, m, kind, src, target, lo, hi, findex):
 
 
 @inline
-def _linear_row(t, d, s, m, la, lb, pa, pb, dv):
-    J = s.J[m]
-    J[:] = 0.0
-    _accumulate_linear(t, d, t.link_body[la], pa, dv, 1.0, J)
-    _accumulate_linear(t, d, t.link_body[lb], pb, dv, -1.0, J)
+def _accumulate_contact(t, d, body, p, n, t1, t2, sign, Jn, J1, J2):
+    """_accumulate_linear of a contact's three directions (n, t1, t2 into rows Jn, J1, J2) at
+    world point p, in one walk up the tree: one copy of the code instead of six."""
+    b = body
+    while b >= 0:
+        R = d.Rw[b]
+        S = d.S[b]
+        r0, r1, r2 = p[0] - d.pw[b, 0], p[1] - d.pw[b, 1], p[2] - d.pw[b, 2]
+        iv = t.iv[b]
+        for which in range(3):
+            dv = n if which == 0 else (t1 if which == 1 else t2)
+            J = Jn if which == 0 else (J1 if which == 1 else J2)
+            # as _accumulate_linear, term for term
+            c0 = r1 * dv[2] - r2 * dv[1]
+            c1 = r2 * dv[0] - r0 * dv[2]
+            c2 = r0 * dv[1] - r1 * dv[0]
+            db0 = R[0, 0] * dv[0] + R[1, 0] * dv[1] + R[2, 0] * dv[2]
+            db1 = R[0, 1] * dv[0] + R[1, 1] * dv[1] + R[2, 1] * dv[2]
+            db2 = R[0, 2] * dv[0] + R[1, 2] * dv[1] + R[2, 2] * dv[2]
+            cb0 = R[0, 0] * c0 + R[1, 0] * c1 + R[2, 0] * c2
+            cb1 = R[0, 1] * c0 + R[1, 1] * c1 + R[2, 1] * c2
+            cb2 = R[0, 2] * c0 + R[1, 2] * c1 + R[2, 2] * c2
+            for k in range(t.nvb[b]):
+                J[iv + k] += sign * (db0 * S[0, k] + db1 * S[1, k] + db2 * S[2, k]
+                                     + cb0 * S[3, k] + cb1 * S[4, k] + cb2 * S[5, k])
+        b = t.parent[b]
 
 
 @inline
@@ -400,7 +421,7 @@ def _body(t, link):
 
 @inline
 def _loop_linear_row(t, d, s, m, la, lb, pa, pb, dv):
-    """_linear_row where either link may be the world (-1); the contact rows keep the plain one."""
+    """A row of _accumulate_linear's for links la and lb, either of which may be the world (-1)."""
     J = s.J[m]
     J[:] = 0.0
     _accumulate_linear(t, d, _body(t, la), pa, dv, 1.0, J)
@@ -602,9 +623,12 @@ def _contact_rows(t, d, s, c, ncon, v_start, m, erp, max_erv, bounce_velocity, d
             t1[a] /= tn
         _cross(n, t1, t2)
         mn, m1, m2 = m, m + 1, m + 2
-        _linear_row(t, d, s, mn, la, lb, p, p, n)
-        _linear_row(t, d, s, m1, la, lb, p, p, t1)
-        _linear_row(t, d, s, m2, la, lb, p, p, t2)
+        Jn, J1, J2 = s.J[mn], s.J[m1], s.J[m2]
+        Jn[:] = 0.0
+        J1[:] = 0.0
+        J2[:] = 0.0
+        _accumulate_contact(t, d, t.link_body[la], p, n, t1, t2, 1.0, Jn, J1, J2)
+        _accumulate_contact(t, d, t.link_body[lb], p, n, t1, t2, -1.0, Jn, J1, J2)
         vn = 0.0
         vt1 = 0.0
         vt2 = 0.0

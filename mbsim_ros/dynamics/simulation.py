@@ -14,8 +14,8 @@ from .api import transforms_dict
 from .collision import compile_geoms
 from .assembly import ASSEMBLY_TOL, assemble
 from .compiled import check_movable, compile_models, massless_joints
-from .constraints import (CONTACT_LCP, OPTIONS_DEFAULTS, STAT_DROPPED, STAT_FAILURES, STAT_FALLBACKS,
-                          STAT_NCON, STAT_ROWS, STAT_STATUS, ConstraintSet, options_array)
+from .constraints import (CONTACT_LCP, CONTACT_PENALTY, OPTIONS_DEFAULTS, STAT_DROPPED, STAT_FAILURES,
+                          STAT_FALLBACKS, STAT_NCON, STAT_ROWS, STAT_STATUS, ConstraintSet, options_array)
 from .forces import H_ENABLED, ForceSet
 from .step import applied_forces_kernel, step_rk4, step_semi_implicit_euler
 
@@ -572,7 +572,8 @@ class Simulation:
         done, bad = self._step_kernel(c.tf, c.ti, self._df, self.geoms.gf, self.geoms.gi, self._cf,
                                       self._ci, k.rf, k.ri, k.sf, k.si, k.lf, k.li, self._kernel_ef(), f.ei, k.sizes,
                                       self._options, self._q, self._v, self._tau, self._steps * self.dt,
-                                      self.dt, int(n), True if k.nloop else None)
+                                      self.dt, int(n), True if k.nloop else None,
+                                      True if self._options[0] == CONTACT_PENALTY else None)
         self._steps += done
         if bad >= 0:
             joint = self.compiled.joint_of_v[bad]

@@ -66,10 +66,11 @@ def _see_free_joint_translation(t, d, s, row0, m, dt):
 
 
 @internal
-def _contacts_and_applied(t, d, g, c, s, r, opt, fe, q, v, tau, time):
+def _contacts_and_applied(t, d, g, c, s, r, opt, fe, penalty, q, v, tau, time):
     """Kinematics at (q, v), contacts, penalty forces into fext, tau clamped to the effort
     limits into s.tau_applied, then the force elements at `time` (body forces into fext,
-    generalized forces added to s.tau_applied). Returns the number of contacts detected."""
+    generalized forces added to s.tau_applied). Returns the number of contacts detected.
+    penalty None: the contact method is not penalty, and the penalty code is not compiled."""
     velocity_kinematics(t, d, q, v)
     link_poses(t, d)          # contacts and loop closure rows read the link poses
     d.fext[:, :] = 0.0
@@ -77,9 +78,10 @@ def _contacts_and_applied(t, d, g, c, s, r, opt, fe, q, v, tau, time):
     method = int(opt.contact_method)
     if method != CONTACT_NONE and g.pairs.shape[0] > 0:
         ncon = collide(g, c, d.link_R, d.link_p, opt.contact_margin)
-        if method == CONTACT_PENALTY:
-            _penalty_forces(t, d, s, c, ncon, opt.contact_stiffness, opt.contact_damping,
-                            opt.friction_velocity, s.scratch)
+        if penalty is not None:
+            if method == CONTACT_PENALTY:
+                    _penalty_forces(t, d, s, c, ncon, opt.contact_stiffness, opt.contact_damping,
+                                opt.friction_velocity, s.scratch)
     s.stats[STAT_NCON] = ncon
     for j in range(v.shape[0]):
         lim = r.effort_limit[j]
@@ -91,9 +93,9 @@ def _contacts_and_applied(t, d, g, c, s, r, opt, fe, q, v, tau, time):
 
 
 @internal
-def _explicit_accel(t, d, g, c, s, r, opt, fe, q, v, tau, time, qdd):
+def _explicit_accel(t, d, g, c, s, r, opt, fe, penalty, q, v, tau, time, qdd):
     """qdd with passive and penalty contact forces explicit (the implicit form at dt = 0)."""
-    _contacts_and_applied(t, d, g, c, s, r, opt, fe, q, v, tau, time)
+    _contacts_and_applied(t, d, g, c, s, r, opt, fe, penalty, q, v, tau, time)
     _passive_implicit(t, d, q, v, s.tau_applied, 0.0, opt.friction_velocity)
     aba(t, d, d.tau_total, d.diag, qdd)
 
@@ -116,11 +118,11 @@ def _carve_world(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, ef, ei, sizes, optf
 # ------------------------------------------------------------ entry points from Python ---
 @kernel
 def step_semi_implicit_euler(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, lf, li, ef, ei, sizes, optf,
-                             q, v, tau, t0, dt, nsteps, loops):
+                             q, v, tau, t0, dt, nsteps, loops, penalty):
     """Returns (steps done, first non-finite DOF or -1); on a blow-up the state before the
     failing step is restored. loops None: the world has no loop closures, and the kernel
     compiles without their rows (numba prunes the branch); ef None likewise compiles it without
-    force elements. The loop lives here, not in a kernel of its own that this one calls: numba
+    force elements, penalty None without penalty contact. The loop lives here, not in a kernel of its own that this one calls: numba
     optimizes and generates the machine code of everything a kernel calls once more for each
     kernel level above it, and the step calls nearly all of the code."""
     t, d, g, c, r, s, opt, fe = _carve_world(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, ef, ei, sizes, optf)
@@ -130,7 +132,7 @@ def step_semi_implicit_euler(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, lf, li,
         time = t0 + step * dt
         copy_into(d.q_prev, q)
         copy_into(d.v_prev, v)
-        ncon = _contacts_and_applied(t, d, g, c, s, r, opt, fe, q, v, tau, time)
+        ncon = _contacts_and_applied(t, d, g, c, s, r, opt, fe, penalty, q, v, tau, time)
         _passive_implicit(t, d, q, v, s.tau_applied, dt, opt.friction_velocity)
         aba(t, d, d.tau_total, d.diag, d.qdd)
         for j in range(nv):
@@ -178,10 +180,10 @@ def step_semi_implicit_euler(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, lf, li,
 
 @kernel
 def step_rk4(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, lf, li, ef, ei, sizes, optf, q, v, tau, t0, dt, nsteps,
-             loops):
+             loops, penalty):
     """Classical RK4 with stage positions q (+) c dt v_k on the manifold (as MuJoCo's RK4);
     passive and penalty contact forces explicit. Returns (steps done, first non-finite DOF or -1).
-    loops: as step_semi_implicit_euler's (RK4 takes no loop closures)."""
+    loops, penalty: as step_semi_implicit_euler's (RK4 takes no loop closures)."""
     t, d, g, c, r, s, opt, fe = _carve_world(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, ef, ei, sizes, optf)
     nv = v.shape[0]
     cs = (0.0, 0.5, 0.5, 1.0)
@@ -198,8 +200,8 @@ def step_rk4(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, lf, li, ef, ei, sizes, 
                     d.v_stage[j] = v[j] + cs[k] * dt * d.k_a[k - 1, j]
                 integrate(t, q, d.k_v[k - 1], cs[k] * dt, d.q_stage)
             copy_into(d.k_v[k], d.v_stage)
-            _explicit_accel(t, d, g, c, s, r, opt, fe, d.q_stage, d.v_stage, tau, t0 + (step + cs[k]) * dt,
-                            d.k_a[k])
+            _explicit_accel(t, d, g, c, s, r, opt, fe, penalty, d.q_stage, d.v_stage, tau,
+                            t0 + (step + cs[k]) * dt, d.k_a[k])
         for j in range(nv):
             d.v_sum[j] = 0.0
             d.a_sum[j] = 0.0

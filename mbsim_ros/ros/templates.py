@@ -333,6 +333,14 @@ class TfTemplate(Template):
         return bytes(self.buf)
 
 
+def warm_up():
+    """Compile the TF kernel (or load it from the cache) for the argument types fill() gets: run
+    in the warm-up (ros.session.simulation, mbsim warmup), before the first message and the clock."""
+    one_R, one_p = np.zeros((1, 3, 3)), np.zeros((1, 3))
+    TfTemplate([("world", "warm_up")]).fill(0, one_R, one_p, np.array([-1], dtype=np.int64),
+                                            np.array([0], dtype=np.int64), one_R, one_p)
+
+
 with kernel_cache("ros"):
     from numba import njit
 
