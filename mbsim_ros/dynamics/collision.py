@@ -102,7 +102,12 @@ def contacts_sizes(capacity, ng, ncand):
     return nf, ni
 
 
-@njit(cache=True, nogil=True)
+kernel = kernel_decorator(error_model="numpy")                  # entry points, called from Python
+internal = kernel_decorator(error_model="numpy", python=False)  # called from kernels only
+inline = njit(cache=True, nogil=True, error_model="numpy", inline="always")
+
+
+@internal
 def carve_geoms(gf, gi):
     """The Geoms as views into gf and gi (header gi[:4] = ngeom, nverts, npair, capacity)."""
     ng, nverts, npair = gi[0], gi[1], gi[2]
@@ -125,7 +130,7 @@ def carve_geoms(gf, gi):
     return g, o, k
 
 
-@njit(cache=True, nogil=True)
+@internal
 def carve_contacts(cf, ci):
     """The Contacts workspace as views into cf and ci (header ci[:3] = capacity, ngeom, ncand)."""
     cap, ng, ncand = ci[0], ci[1], ci[2]
@@ -154,9 +159,6 @@ def carve_contacts(cf, ci):
     return c, o, k
 
 
-kernel = kernel_decorator(error_model="numpy")                  # entry points, called from Python
-internal = kernel_decorator(error_model="numpy", python=False)  # called from kernels only
-inline = njit(cache=True, nogil=True, error_model="numpy", inline="always")
 
 # How the narrow phase is called: routines take geom records (tuples, by value) and the few
 # scratch arrays they use, never the Geoms/Contacts tuples, because numba reference-counts every
@@ -1393,7 +1395,7 @@ class GeomSet:
 
     def __init__(self, gf, gi, names, link_names, ncand):
         self.gf, self.gi = gf, gi
-        self.geoms, used_f, used_i = carve_geoms(gf, gi)
+        self.geoms, used_f, used_i = carve_geoms.py_func(gf, gi)
         assert (used_f, used_i) == (len(gf), len(gi)), "geom_sizes disagrees with carve_geoms"
         self.names = names            # "link/shape index" per geom
         self.link_names = link_names  # compiled link index -> name
@@ -1411,7 +1413,7 @@ class GeomSet:
         cf = np.zeros(nf)
         ci = np.zeros(ni, dtype=np.int64)
         ci[:3] = self.capacity, ng, self.ncand
-        contacts, used_f, used_i = carve_contacts(cf, ci)
+        contacts, used_f, used_i = carve_contacts.py_func(cf, ci)
         assert (used_f, used_i) == (nf, ni), "contacts_sizes disagrees with carve_contacts"
         return cf, ci, contacts
 
@@ -1522,7 +1524,7 @@ def compile_geoms(models, compiled, capacity=None) -> GeomSet:
     gf = np.zeros(geom_sizes(ng, nverts, npair)[0])
     gi = np.zeros(geom_sizes(ng, nverts, npair)[1], dtype=np.int64)
     gi[:4] = ng, nverts, npair, capacity
-    g, _, _ = carve_geoms(gf, gi)
+    g, _, _ = carve_geoms.py_func(gf, gi)
     start = 0
     for m, (k, shape, name, kind, size, rbound, hull) in enumerate(geoms):
         g.kind[m], g.link[m] = kind, k

@@ -40,7 +40,7 @@ class Compiled:
 
     def __init__(self, tf, ti, models, nq, nv, joint_of_v, link_names, entities, names, offsets, placements):
         self.tf, self.ti = tf, ti
-        self.tree, used_f, used_i = carve_tree(tf, ti)
+        self.tree, used_f, used_i = carve_tree.py_func(tf, ti)
         assert (used_f, used_i) == (len(tf), len(ti)), "tree_sizes disagrees with carve_tree"
         self.models = models
         self.nq = nq
@@ -61,7 +61,7 @@ class Compiled:
         the Data views into it)."""
         nb, nv, nl, nq = (int(x) for x in self.ti[:4])
         df = np.zeros(data_size(nb, nv, nq, nl))
-        data, used = carve_data(df, self.ti)
+        data, used = carve_data.py_func(df, self.ti)
         assert used == len(df), "data_size disagrees with carve_data"
         data.S[:] = self.tree.S0
         return df, data
@@ -231,7 +231,7 @@ def compile_models(models, entities=None, names=None, placements=None) -> Compil
     tf = np.zeros(sizes[0])
     ti = np.zeros(sizes[1], dtype=np.int64)
     ti[:TREE_HEADER] = nb, v_off, nl, q_off, len(ff), len(fi)
-    tree, _, _ = carve_tree(tf, ti)
+    tree, _, _ = carve_tree.py_func(tf, ti)
     for k, b in enumerate(bodies):
         for key in ("parent", "jtype", "iq", "iv", "nvb", "axis", "hpitch", "R0", "p0", "S0",
                     "mass", "h", "Io", "ta_index", "radii"):

@@ -1,4 +1,5 @@
-"""Velocity-level constraints: contacts with friction, joint limits, locked joints, loop closures.
+"""Velocity-level constraints: contacts with friction, joint limits, locked joints, loop closures
+(numba kernels that the step kernel calls).
 
 DART's scheme (`../shared/docs/formats-and-solvers.md` section 4), once per step after the
 unconstrained velocity update v* = v + dt qdd:
@@ -32,7 +33,6 @@ import math
 from collections import namedtuple
 
 import numpy as np
-from numba import njit
 
 from ..model import ModelError
 from . import kernels
@@ -106,7 +106,7 @@ def solver_sizes(mmax, nv, maxc, nlooprows):
             + nlooprows, 3 * mmax + maxc + 2 * maxc + 8)
 
 
-@njit(cache=True, nogil=True)
+@internal
 def carve_rules(rf, ri, nv, nloop):
     o = 0
     lower = rf[o:o + nv]; o += nv
@@ -136,7 +136,7 @@ def carve_rules(rf, ri, nv, nloop):
     return rules, o, k
 
 
-@njit(cache=True, nogil=True)
+@internal
 def carve_solver(sf, si, mmax, nv, maxc, nlooprows):
     o = 0
     J = sf[o:o + mmax * nv].reshape((mmax, nv)); o += mmax * nv
@@ -214,7 +214,7 @@ class ConstraintSet:
         nloop = len(self.loops)
         rf = np.zeros(rules_sizes(nv, nloop)[0])
         ri = np.zeros(rules_sizes(nv, nloop)[1], dtype=np.int64)
-        rules, used_f, used_i = carve_rules(rf, ri, nv, nloop)
+        rules, used_f, used_i = carve_rules.py_func(rf, ri, nv, nloop)
         assert (used_f, used_i) == (len(rf), len(ri)), "rules_sizes disagrees with carve_rules"
         rules.dof_parent[:], rules.dof_q[:], rules.locked[:] = dof_parent, dof_q, locked
         rules.lower[:], rules.upper[:], rules.velocity_limit[:] = lower, upper, vlim
@@ -235,7 +235,7 @@ class ConstraintSet:
         sizes = solver_sizes(self.mmax, nv, ccap, lrows)
         self.sf = np.zeros(sizes[0])
         self.si = np.zeros(sizes[1], dtype=np.int64)
-        self.solver, used_f, used_i = carve_solver(self.sf, self.si, self.mmax, nv, ccap, lrows)
+        self.solver, used_f, used_i = carve_solver.py_func(self.sf, self.si, self.mmax, nv, ccap, lrows)
         assert (used_f, used_i) == (len(self.sf), len(self.si)), "solver_sizes disagrees with carve_solver"
         lf, li = lcp_workspace_size(self.mmax)
         self.lf = np.zeros(lf)

@@ -35,7 +35,7 @@ import math
 from collections import namedtuple
 
 import numpy as np
-from numba import njit, types
+from numba import types
 from numba.extending import overload
 
 from ..model import (Actuator, BodyLoad, Bushing, CoordinateCoupler, CoordinateLimitForce, Function,
@@ -80,7 +80,7 @@ def forces_sizes(n, nmap, nff, nfun, nact, ninp):
             HEADER + n * NI + max(nfun, 1) * 7)
 
 
-@njit(cache=True, nogil=True)
+@internal
 def carve_forces(ef, ei):
     n, nmap, nff, nfun, nact, ninp = ei[H_N], ei[H_NMAP], ei[H_NFF], ei[H_NFUN], ei[H_NACT], ei[H_NINP]
     o = 0
@@ -362,7 +362,7 @@ class ForceSet:
         self.ei[:HEADER] = 0
         self.ei[[H_N, H_NMAP, H_NFF, H_NFUN, H_NACT, H_NINP, H_NSTOP, H_NDRIVE]] = (
             n, len(maps), len(ff), fi.shape[0], nact, ninp, self.stop_rows, self.drive_rows)
-        self.forces, used_f, used_i = carve_forces(self.ef, self.ei)
+        self.forces, used_f, used_i = carve_forces.py_func(self.ef, self.ei)
         assert (used_f, used_i) == (len(self.ef), len(self.ei)), "forces_sizes disagrees with carve_forces"
         f = self.forces
         if n:

@@ -82,13 +82,22 @@ def data_size(nb, nv, nq, nl):
     return nb * 276 + nv * nv + 16 * nv + 2 * nq + 12 * nl + 120
 
 
-@njit(cache=True, nogil=True)
+kernel = kernel_decorator(error_model="numpy")                  # entry points, called from Python
+internal = kernel_decorator(error_model="numpy", python=False)  # called from kernels only
+# small helpers are inlined into their callers so that numba can drop the reference counting
+# of the array views they take (tens of nanoseconds per view otherwise)
+inline = njit(cache=True, nogil=True, error_model="numpy", inline="always")
+
+
+@internal
 def carve_tree(tf, ti):
     """The Tree as views into one float and one int buffer (header ti[:6] = nb, nv, nl, nq,
     nff, nfn).
 
     Kernels take the buffers, not the namedtuple: numba types a tuple of ~25 arrays on its
-    slow path (microseconds per call), three buffers on its fast one."""
+    slow path (microseconds per call), three buffers on its fast one. Python code runs the
+    same lines through carve_tree.py_func (numpy views too): compiling a Python entry that
+    returns ~25 arrays would cost a CPU second for nothing (likewise every carve_*)."""
     nb, nv, nl, nff, nfn = ti[0], ti[1], ti[2], ti[4], ti[5]
     o = 0
     axis = tf[o:o + 18 * nb].reshape((nb, 6, 3)); o += 18 * nb
@@ -123,7 +132,7 @@ def carve_tree(tf, ti):
     return tree, o, k
 
 
-@njit(cache=True, nogil=True)
+@internal
 def carve_data(df, ti):
     """The Data workspace as views into one float buffer (sizes from the Tree header ti)."""
     nb, nv, nl, nq = ti[0], ti[1], ti[2], ti[3]
@@ -172,11 +181,6 @@ def carve_data(df, ti):
 
 
 
-kernel = kernel_decorator(error_model="numpy")                  # entry points, called from Python
-internal = kernel_decorator(error_model="numpy", python=False)  # called from kernels only
-# small helpers are inlined into their callers so that numba can drop the reference counting
-# of the array views they take (tens of nanoseconds per view otherwise)
-inline = njit(cache=True, nogil=True, error_model="numpy", inline="always")
 
 
 # ---------------------------------------------------------------- small spatial algebra ---

@@ -65,12 +65,14 @@ def _see_free_joint_translation(t, d, s, row0, m, dt):
             s.b[k] -= s.J[k, iv] * x0 + s.J[k, iv + 1] * x1 + s.J[k, iv + 2] * x2
 
 
-@internal
-def _contacts_and_applied(t, d, g, c, s, r, opt, fe, penalty, q, v, tau, time):
+@inline
+def _contacts_and_applied(t, d, g, c, s, r, opt, fe, forces, penalty, q, v, tau, time):
     """Kinematics at (q, v), contacts, penalty forces into fext, tau clamped to the effort
     limits into s.tau_applied, then the force elements at `time` (body forces into fext,
     generalized forces added to s.tau_applied). Returns the number of contacts detected.
-    penalty None: the contact method is not penalty, and the penalty code is not compiled."""
+    forces None: no force elements (fe is None too); penalty None: the contact method is not
+    penalty. Both are arguments of the calling kernel, the only thing numba prunes branches on
+    (this is inlined, so that the step's kernel levels are one fewer)."""
     velocity_kinematics(t, d, q, v)
     link_poses(t, d)          # contacts and loop closure rows read the link poses
     d.fext[:, :] = 0.0
@@ -86,7 +88,7 @@ def _contacts_and_applied(t, d, g, c, s, r, opt, fe, penalty, q, v, tau, time):
     for j in range(v.shape[0]):
         lim = r.effort_limit[j]
         s.tau_applied[j] = min(max(tau[j], -lim), lim)
-    if fe is not None:         # None: compiled without force elements (forces_or_none)
+    if forces is not None:     # None: compiled without force elements (forces_or_none)
         if fe.flags[H_N] > 0:
             apply_forces(t, d, fe, q, v, time, s.tau_applied, True)
     return ncon
@@ -95,7 +97,7 @@ def _contacts_and_applied(t, d, g, c, s, r, opt, fe, penalty, q, v, tau, time):
 @internal
 def _explicit_accel(t, d, g, c, s, r, opt, fe, penalty, q, v, tau, time, qdd):
     """qdd with passive and penalty contact forces explicit (the implicit form at dt = 0)."""
-    _contacts_and_applied(t, d, g, c, s, r, opt, fe, penalty, q, v, tau, time)
+    _contacts_and_applied(t, d, g, c, s, r, opt, fe, fe, penalty, q, v, tau, time)
     _passive_implicit(t, d, q, v, s.tau_applied, 0.0, opt.friction_velocity)
     aba(t, d, d.tau_total, d.diag, qdd)
 
@@ -132,7 +134,7 @@ def step_semi_implicit_euler(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, lf, li,
         time = t0 + step * dt
         copy_into(d.q_prev, q)
         copy_into(d.v_prev, v)
-        ncon = _contacts_and_applied(t, d, g, c, s, r, opt, fe, penalty, q, v, tau, time)
+        ncon = _contacts_and_applied(t, d, g, c, s, r, opt, fe, ef, penalty, q, v, tau, time)
         _passive_implicit(t, d, q, v, s.tau_applied, dt, opt.friction_velocity)
         aba(t, d, d.tau_total, d.diag, d.qdd)
         for j in range(nv):
