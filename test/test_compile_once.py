@@ -231,3 +231,35 @@ def test_the_cli_bar_prints_its_line_before_the_bar(capsys):
     err = capsys.readouterr().err
     assert err.startswith("compiling the numba kernels (first run"), err[:200]
     assert "2/2" in err and report.ready == 2 and report.functions == 1
+
+
+TF_WARM_UP = COUNTING + """
+from mbsim_ros.ros import templates
+from mbsim_ros.ros.config import load_config
+from mbsim_ros.ros.session import simulation
+sim = simulation([model], load_config(None, {}))
+warmed = len(templates.tf_values.signatures)      # compiled or loaded from the cache by the warm-up
+R, p = sim.link_poses()
+before = len(compiled)
+templates.TfTemplate([("world", "bob")]).fill(0, R.copy(), p.copy(), np.array([-1]), np.array([0]),
+                                               np.eye(3)[None], np.zeros((1, 3)))
+print(json.dumps(dict(warmed=warmed, after_fill=len(templates.tf_values.signatures),
+                      compiled_by_fill=compiled[before:])))
+"""
+
+
+def test_the_tf_kernel_is_ready_after_the_warm_up(fresh_cache):
+    """ros.session.simulation warms the TF message kernel up with the world's kernels (inside the
+    compile report, before any session publishes), for the argument types a real fill passes:
+    the first fill neither compiles nor adds a specialization."""
+    out = child(TF_WARM_UP, {"MBSIM_CACHE_DIR": fresh_cache})
+    assert out["warmed"] == 1
+    assert out["after_fill"] == 1 and out["compiled_by_fill"] == []
+
+
+def test_a_kernel_only_kernel_refuses_a_call_from_python():
+    """Kernels compiled without numba's Python entry (kernel(python=False)) raise instead of
+    jumping to an entry point that does not exist."""
+    from mbsim_ros.dynamics.kernels import aba
+    with pytest.raises(TypeError, match="aba is called from numba kernels only"):
+        aba(None, None, None, None, None)
