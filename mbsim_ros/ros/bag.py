@@ -7,19 +7,26 @@ optional zstd compression of the MCAP chunks ("storage" compression; rosbag2's M
 refuses per-message compression). Summary, statistics and metadata.yaml are written on close().
 
 Writing in large batches: publish() only appends to a list; every BATCH_MESSAGES messages or
-BATCH_BYTES bytes (and on close) the batch goes into the MCAP chunk at once, one packed record
-header per message, with the bookkeeping rosbags' writer keeps (chunk message index, channel
-statistics, metadata counts and time range). rosbags' Writer.write costs ~10 us a message (a
-linear search of the connection list and six small writes); the batch costs ~1 us. This uses
-the MCAP storage writer's attributes (rosbags 0.9 - 0.11); where they are missing, each message
-goes through Writer.write as before (same bag).
+BATCH_BYTES bytes (and on close) the batch goes into the pending MCAP chunk at once: one packed
+record header per message, the message bytes kept as they are (a list of parts, no copy), the
+chunk's message index in lists. A chunk past 1 MiB is written in one go: its record header,
+the parts (or their zstd compression), its message index records built with numpy, and its
+chunk index handed to rosbags' writer for the summary, with the bookkeeping rosbags' writer keeps
+(channel statistics, metadata counts and time range). The bytes are those rosbags' Writer.write
+writes message by message (tested): its per-message writes and per-chunk copies and index loop
+cost ~10 us a message; this path ~1 us. Schema and channel records (rosbags writes them into its
+chunk buffer when a topic is advertised) move into the pending chunk at the point they were
+written. This uses the MCAP storage writer's attributes (rosbags 0.9 - 0.11); where they are
+missing, each message goes through Writer.write as before (same bag).
 """
 from __future__ import annotations
 
+import io
 import os
 import struct
 from pathlib import Path
 
+import numpy as np
 from rosbags.rosbag2 import Writer
 from rosbags.rosbag2.enums import CompressionFormat, CompressionMode, StoragePlugin
 
@@ -32,15 +39,18 @@ __all__ = ["BagTransport"]
 BATCH_MESSAGES = 1024
 BATCH_BYTES = 4 << 20
 _MESSAGE_RECORD = struct.Struct("<BQHIQQ")   # MCAP Message: opcode 5, length, channel, sequence, log/publish time
+_CHUNK_HEAD = struct.Struct("<BQQQQI")       # MCAP Chunk: opcode 6, length, start/end time, uncompressed size, crc
+_INDEX_HEAD = struct.Struct("<BQHI")         # MCAP MessageIndex: opcode 7, length, channel, byte length
 _CHUNK_LIMIT = 1 << 20                        # rosbags closes a chunk past 1 MiB
+_NO_TIME = (2 ** 63 - 1, 0)                   # an empty chunk's (start, end), as rosbags writes it
 
 
 def _fast_storage(writer):
     """rosbags' MCAP storage writer when it has the attributes the batch path keeps up to date."""
     st = writer.storage
-    ok = (all(hasattr(st, a) for a in ("chunk", "channel_stats", "close_chunk", "message_start_time",
-                                        "message_end_time"))
-          and all(hasattr(st.chunk, a) for a in ("bio", "msgs", "message_start_time", "message_end_time"))
+    ok = (all(hasattr(st, a) for a in ("bio", "chunk", "chunks", "channel_stats", "compression", "compressor",
+                                        "message_start_time", "message_end_time"))
+          and all(hasattr(st.chunk, a) for a in ("bio", "msgs"))
           and all(hasattr(writer, a) for a in ("counts", "min_timestamp", "max_timestamp")))
     return st if ok else None
 
@@ -75,10 +85,28 @@ class BagTransport(Transport):
         self._storage = _fast_storage(self._writer)
         self._batch = []
         self._batch_bytes = 0
+        self._new_chunk()
+
+    def _new_chunk(self):
+        self._parts = []        # the chunk's records: message headers and message bytes as given
+        self._size = 0
+        self._index = {}        # channel -> ([log time], [offset in the chunk]), in order of appearance
+        self._time = list(_NO_TIME)
 
     def _advertise(self, pub: Publisher):
-        if self._storage is not None:
-            self.flush()                   # schema and channel records go after what came before
+        if self._storage is None:
+            return self._add_connection(pub)
+        self.flush()                       # schema and channel records go after what came before
+        st = self._storage
+        conn = self._add_connection(pub)
+        records = st.chunk.bio.getvalue()  # rosbags wrote them into its own chunk buffer
+        st.chunk.bio.seek(0)
+        st.chunk.bio.truncate()
+        self._parts.append(records)
+        self._size += len(records)
+        return conn
+
+    def _add_connection(self, pub):
         return self._writer.add_connection(pub.topic, pub.typename, typestore=TYPESTORE,
                                            offered_qos_profiles=[to_bag_qos(pub.qos)])
 
@@ -95,43 +123,82 @@ class BagTransport(Transport):
         handle.bytes += n
 
     def flush(self) -> None:
-        """Write the pending batch into the MCAP chunks (as rosbags' Writer.write would, message
-        by message)."""
+        """Add the pending batch to the pending chunk (as rosbags' Writer.write would, message
+        by message), writing each chunk that passes 1 MiB."""
         batch, self._batch, self._batch_bytes = self._batch, [], 0
         if not batch:
             return
         st, w = self._storage, self._writer
         counts, stats = w.counts, st.channel_stats
         pack = _MESSAGE_RECORD.pack
-        chunk = st.chunk
-        bio, index = chunk.bio, chunk.msgs
-        lo, hi = chunk.message_start_time, chunk.message_end_time
+        parts, index, span = self._parts, self._index, self._time
+        size = self._size
         first = last = batch[0][1]
         for cid, ts, data in batch:
-            index[cid].append((ts, bio.tell()))
-            bio.write(pack(5, 22 + len(data), cid, 0, ts, ts))
-            bio.write(data)
+            entry = index.get(cid)
+            if entry is None:
+                entry = index[cid] = ([], [])
+            entry[0].append(ts)
+            entry[1].append(size)
+            n = len(data)
+            parts.append(pack(5, 22 + n, cid, 0, ts, ts))
+            parts.append(data)
+            size += 31 + n
             stats[cid] += 1
             counts[cid] += 1
-            if ts < lo:
-                lo = ts
-            if ts > hi:
-                hi = ts
+            if ts < span[0]:
+                span[0] = ts
+            if ts > span[1]:
+                span[1] = ts
             if ts < first:
                 first = ts
             if ts > last:
                 last = ts
-            if bio.tell() > _CHUNK_LIMIT:
-                chunk.message_start_time, chunk.message_end_time = lo, hi
-                st.close_chunk()
-                chunk = st.chunk
-                bio, index = chunk.bio, chunk.msgs
-                lo, hi = chunk.message_start_time, chunk.message_end_time
-        chunk.message_start_time, chunk.message_end_time = lo, hi
+            if size > _CHUNK_LIMIT:
+                self._size = size
+                self._write_chunk()
+                parts, index, span = self._parts, self._index, self._time
+                size = 0
+        self._size = size
         st.message_start_time = min(st.message_start_time, first)
         st.message_end_time = max(st.message_end_time, last)
         w.min_timestamp = min(w.min_timestamp, first)
         w.max_timestamp = max(w.max_timestamp, last)
+
+    def _write_chunk(self) -> None:
+        """The pending chunk into the file: the Chunk record, a MessageIndex record per channel
+        and the ChunkIndex that rosbags writes into the summary (McapWriter.close_chunk's bytes)."""
+        st = self._storage
+        out = st.bio
+        start, end = self._time
+        compression = st.compression.encode()
+        if compression:
+            body = [st.compressor(b"".join(self._parts))]
+            stored = len(body[0])
+        else:
+            body, stored = self._parts, self._size
+        length = 8 + 8 + 8 + 4 + 4 + len(compression) + 8 + stored
+        chunk_start = out.tell()
+        out.write(_CHUNK_HEAD.pack(6, length, start, end, self._size, 0)
+                  + struct.pack("<I", len(compression)) + compression + struct.pack("<Q", stored))
+        out.writelines(body)
+        chunk_end = out.tell()
+        offsets = []
+        for cid, (times, places) in self._index.items():
+            pairs = np.empty((len(times), 2), "<u8")
+            pairs[:, 0] = times
+            pairs[:, 1] = places
+            offsets.append((cid, out.tell()))
+            out.write(_INDEX_HEAD.pack(7, 2 + 4 + pairs.nbytes, cid, pairs.nbytes))
+            out.write(pairs.tobytes())
+        rec = io.BytesIO()
+        rec.write(struct.pack("<QQQQI", start, end, chunk_start, chunk_end - chunk_start, 10 * len(offsets)))
+        for cid, at in offsets:
+            rec.write(struct.pack("<HQ", cid, at))
+        rec.write(struct.pack("<QI", out.tell() - chunk_end, len(compression)) + compression
+                  + struct.pack("<QQ", stored, self._size))
+        st.chunks.append(rec)
+        self._new_chunk()
 
     def _subscribe(self, sub: Subscription):
         log.info("bag transport: %s is not an input here (nothing is received from a bag)", sub.topic)
@@ -140,6 +207,8 @@ class BagTransport(Transport):
     def _close(self) -> None:
         if self._storage is not None:
             self.flush()
+            if self._parts:
+                self._write_chunk()
         self._writer.close()
         self._set_distro()
 
