@@ -272,3 +272,43 @@ def test_the_render_thread_draws_a_changed_world():
         assert red.mean() > 0.05 and (b.values.color != before).any()
     finally:
         threaded.render_in_thread(False)
+
+
+def test_at_rtf_0_a_slow_render_thread_loses_no_frame(monkeypatch):
+    """A Session at rtf 0 renders on the worker thread too. When the worker falls behind, the
+    physics waits for it (no frame skipped); frames finishing together are all published, in
+    order; run() returns with every frame of its steps published: the same stamps and pixels as
+    rendering inline."""
+    import time as _time
+    from capture_transport import Capture, steps
+    from mbsim_ros.ros.bridge import Bridge
+    from mbsim_ros.ros.session import Session
+    from mbsim_ros.sensors import optical
+    topics = ("/SR1/LeftCamera/image_raw", "/SR1/RightCamera/depth/image_raw", "/SR1/ChestRange")
+    sim, config = sr1()
+    inline = Capture()
+    bridge = Bridge(sim, inline, config)
+    bridge.start()
+    steps(sim, bridge, 500)
+
+    render = optical.sense_optical
+
+    def slow_render(*args, **kwargs):
+        _time.sleep(0.02)             # 20 steps of physics per frame: the worker falls behind
+        return render(*args, **kwargs)
+    monkeypatch.setattr(optical, "sense_optical", slow_render)
+    sim, config = sr1()
+    threaded = Capture()
+    session = Session(sim, threaded, config)
+    try:
+        worker = sim.optical_worker
+        assert worker is not None and worker.lossless
+        session.run(0.5)
+        assert not worker.skipped and worker.rendered == 16 + 16 + 6   # 30 Hz: 0 .. 15/30 s; 10 Hz: 0 .. 0.5 s
+        for topic in topics:
+            want, got = inline.got[topic], threaded.got[topic]
+            assert [m.stamp_seconds(x.header.stamp) for x in got] == [m.stamp_seconds(x.header.stamp) for x in want]
+            assert len(got) >= 5
+        np.testing.assert_array_equal(threaded.got[topics[0]][-1].data, inline.got[topics[0]][-1].data)
+    finally:
+        session.close()
