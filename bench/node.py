@@ -6,14 +6,15 @@ same per message, see bench/node_messages.py for the cost per message type).
     python bench/node.py [--seconds S] [--realtime-priority N] [--cpu K]
 
 Prints, each from its own run:
-- rtf 0 (as fast as possible, publishing inline, rendering inline): the real-time factor;
+- rtf 0 (as fast as possible, publishing inline, rendering on its thread): the real-time factor;
 - rtf 1 (publishing and rendering on their own threads): the achieved factor, overruns, the step
   lateness percentiles p50/p99/max and its histogram, and messages dropped;
 - the per-step cost split: CPU time (time.thread_time, so load from other processes does not
   count) per simulated step in physics (the step kernel), sensors (kinematic sensors, rendering,
   ray casting, in whichever thread), messages (collecting in the physics thread, filling the
-  templates, handing the bytes to the bag) and bag (writing the batches into the MCAP chunks and
-  the file), from a third, instrumented run at rtf 0 (each timed call costs ~1 us more there);
+  templates, handing the bytes to the transport) and bag (adding each message to the pending MCAP
+  chunk, and the chunk writer thread writing the chunks into the file), from a third,
+  instrumented run at rtf 0 (each timed call costs ~1 us more there);
 - the machine load (uptime) beside them: the goals (issue 18) are for a quiet machine.
 """
 import argparse
@@ -66,7 +67,8 @@ class CostSplit:
         self._inner = threading.local()
         self.patches = [(dyn.Simulation, "step", "physics"), (sens.Simulation, "_sample", "sensors"),
                         (bridge.Bridge, "on_step", "messages"), (bridge.Bridge, "_write", "messages"),
-                        (bag.BagTransport, "flush", "bag"), (bag.BagTransport, "_close", "bag")]
+                        (bag.BagTransport, "publish", "bag"), (bag._ChunkWriter, "_write", "bag"),
+                        (bag.BagTransport, "_close", "bag")]
         self.originals = [(cls, name, getattr(cls, name)) for cls, name, _ in self.patches]
         for cls, name, part in self.patches:
             setattr(cls, name, self._wrap(getattr(cls, name), part))
@@ -131,7 +133,7 @@ def main():
     print(f"bench/node.py: bundled SR1 world, every sensor at its rate, joint_states 1 kHz, recording a bag; "
           f"{args.seconds:g} simulated seconds per run; {os.cpu_count()} CPUs, load average "
           f"{load_before[0]:.2f} before, {load_after[0]:.2f} after (1 min)")
-    print(f"rtf 0 (as fast as possible, publishing and rendering inline): real-time factor {fast['rtf']:.2f} "
+    print(f"rtf 0 (as fast as possible, publishing inline, rendering on its thread): real-time factor {fast['rtf']:.2f} "
           f"({1e6 * fast['wall_time'] / fast['steps']:.0f} us wall per step incl. {n0 / fast['steps']:.1f} messages), "
           f"{dropped0} dropped")
     print(f"rtf 1 (publishing and rendering on their own threads; physics thread: {os_status}): "

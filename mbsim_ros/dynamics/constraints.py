@@ -839,19 +839,21 @@ def _point_velocity(t, d, link, p, out):
 
 
 @inline
-def _add_body_force(t, d, link, p, F, sign):
-    """fext of `link`'s body += sign * (world force F at world point p), in body coordinates."""
-    b = t.link_body[link]
+def _add_body_force(link_body, Rw, pw, fext, link, p, F, sign):
+    """fext of `link`'s body += sign * (world force F at world point p), in body coordinates.
+    Takes the arrays, not the Tree and Data tuples: an inlined helper handed the tuples costs
+    ~0.7 us a call (measured in a loop over contacts), one handed its arrays ~25 ns."""
+    b = link_body[link]
     if b < 0:
         return
-    R = d.Rw[b]
-    r0, r1, r2 = p[0] - d.pw[b, 0], p[1] - d.pw[b, 1], p[2] - d.pw[b, 2]
+    R = Rw[b]
+    r0, r1, r2 = p[0] - pw[b, 0], p[1] - pw[b, 1], p[2] - pw[b, 2]
     n0 = r1 * F[2] - r2 * F[1]
     n1 = r2 * F[0] - r0 * F[2]
     n2 = r0 * F[1] - r1 * F[0]
     for a in range(3):
-        d.fext[b, a] += sign * (R[0, a] * F[0] + R[1, a] * F[1] + R[2, a] * F[2])
-        d.fext[b, 3 + a] += sign * (R[0, a] * n0 + R[1, a] * n1 + R[2, a] * n2)
+        fext[b, a] += sign * (R[0, a] * F[0] + R[1, a] * F[1] + R[2, a] * F[2])
+        fext[b, 3 + a] += sign * (R[0, a] * n0 + R[1, a] * n1 + R[2, a] * n2)
 
 
 @internal
@@ -879,8 +881,8 @@ def _penalty_forces(t, d, s, c, ncon, stiffness, damping, friction_velocity, scr
         for a in range(3):
             F[a] = fn * n[a] - scale * va[a]
             s.cforce[k, a] = F[a]
-        _add_body_force(t, d, la, p, F, 1.0)
-        _add_body_force(t, d, lb, p, F, -1.0)
+        _add_body_force(t.link_body, d.Rw, d.pw, d.fext, la, p, F, 1.0)
+        _add_body_force(t.link_body, d.Rw, d.pw, d.fext, lb, p, F, -1.0)
     return ncon
 
 

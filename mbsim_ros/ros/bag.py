@@ -6,20 +6,28 @@ subscribers such as RViz never get them), message definitions embedded in the MC
 optional zstd compression of the MCAP chunks ("storage" compression; rosbag2's MCAP plugin
 refuses per-message compression). Summary, statistics and metadata.yaml are written on close().
 
-Writing in large batches: publish() only appends to a list; every BATCH_MESSAGES messages or
-BATCH_BYTES bytes (and on close) the batch goes into the MCAP chunk at once, one packed record
-header per message, with the bookkeeping rosbags' writer keeps (chunk message index, channel
-statistics, metadata counts and time range). rosbags' Writer.write costs ~10 us a message (a
-linear search of the connection list and six small writes); the batch costs ~1 us. This uses
-the MCAP storage writer's attributes (rosbags 0.9 - 0.11); where they are missing, each message
-goes through Writer.write as before (same bag).
+Writing without per-message writes: publish() adds one packed record header and the message
+bytes as they are (no copy) to the pending MCAP chunk's list of parts, and its log time and
+offset to the chunk's message index lists (~1.5 us a message; rosbags' Writer.write costs ~10 us
+in small writes and copies). A chunk past 1 MiB goes to a writer thread (_ChunkWriter) that
+writes its record, the parts (or their zstd compression) and its message index records (built
+with numpy) into the file, and hands its chunk index to rosbags' writer for the summary; the
+counts and time ranges rosbags keeps per message are added per chunk. The file's bytes are those
+rosbags' Writer.write writes message by message (tested). Schema and channel records (rosbags
+writes them into its own chunk buffer when a topic is advertised) move into the pending chunk
+at the point they were written. This uses the MCAP storage writer's attributes (rosbags 0.9 -
+0.11); where they are missing, each message goes through Writer.write as before (same bag).
 """
 from __future__ import annotations
 
+import io
 import os
+import queue
 import struct
+import threading
 from pathlib import Path
 
+import numpy as np
 from rosbags.rosbag2 import Writer
 from rosbags.rosbag2.enums import CompressionFormat, CompressionMode, StoragePlugin
 
@@ -29,18 +37,19 @@ from .transport import Publisher, Subscription, Transport, log
 
 __all__ = ["BagTransport"]
 
-BATCH_MESSAGES = 1024
-BATCH_BYTES = 4 << 20
 _MESSAGE_RECORD = struct.Struct("<BQHIQQ")   # MCAP Message: opcode 5, length, channel, sequence, log/publish time
+_CHUNK_HEAD = struct.Struct("<BQQQQI")       # MCAP Chunk: opcode 6, length, start/end time, uncompressed size, crc
+_INDEX_HEAD = struct.Struct("<BQHI")         # MCAP MessageIndex: opcode 7, length, channel, byte length
 _CHUNK_LIMIT = 1 << 20                        # rosbags closes a chunk past 1 MiB
+_NO_TIME = (2 ** 63 - 1, 0)                   # an empty chunk's (start, end), as rosbags writes it
 
 
 def _fast_storage(writer):
     """rosbags' MCAP storage writer when it has the attributes the batch path keeps up to date."""
     st = writer.storage
-    ok = (all(hasattr(st, a) for a in ("chunk", "channel_stats", "close_chunk", "message_start_time",
-                                        "message_end_time"))
-          and all(hasattr(st.chunk, a) for a in ("bio", "msgs", "message_start_time", "message_end_time"))
+    ok = (all(hasattr(st, a) for a in ("bio", "chunk", "chunks", "channel_stats", "compression", "compressor",
+                                        "message_start_time", "message_end_time"))
+          and all(hasattr(st.chunk, a) for a in ("bio", "msgs"))
           and all(hasattr(writer, a) for a in ("counts", "min_timestamp", "max_timestamp")))
     return st if ok else None
 
@@ -73,65 +82,82 @@ class BagTransport(Transport):
         self._writer.open()
         self._write = self._writer.write
         self._storage = _fast_storage(self._writer)
-        self._batch = []
-        self._batch_bytes = 0
+        self._lock = threading.Lock()
+        self._chunk_writer = None
+        self._new_chunk()
+
+    def _new_chunk(self):
+        self._parts = []        # the chunk's records: message headers and message bytes as given
+        self._size = 0
+        self._index = {}        # channel -> ([log time], [offset in the chunk]), in order of appearance
+        self._time = list(_NO_TIME)
 
     def _advertise(self, pub: Publisher):
-        if self._storage is not None:
-            self.flush()                   # schema and channel records go after what came before
+        if self._storage is None:
+            return self._add_connection(pub)
+        with self._lock:                   # the publisher thread may be writing into the chunk
+            st = self._storage
+            conn = self._add_connection(pub)
+            records = st.chunk.bio.getvalue()  # rosbags wrote them into its own chunk buffer,
+            st.chunk.bio.seek(0)               # in the chunk after what came before
+            st.chunk.bio.truncate()
+            self._parts.append(records)
+            self._size += len(records)
+        return conn
+
+    def _add_connection(self, pub):
         return self._writer.add_connection(pub.topic, pub.typename, typestore=TYPESTORE,
                                            offered_qos_profiles=[to_bag_qos(pub.qos)])
 
     def publish(self, handle: Publisher, data: bytes, stamp_ns: int = 0) -> None:
+        """Into the pending chunk (as rosbags' Writer.write, without its per-message writes);
+        a chunk past 1 MiB goes to the chunk writer thread."""
         n = len(data)
-        if self._storage is None:
-            self._write(handle.impl, int(stamp_ns), data)
-        else:
-            self._batch.append((handle.impl.id, int(stamp_ns), data))
-            self._batch_bytes += n
-            if len(self._batch) >= BATCH_MESSAGES or self._batch_bytes >= BATCH_BYTES:
-                self.flush()
         handle.messages += 1
         handle.bytes += n
+        ts = int(stamp_ns)
+        if self._storage is None:
+            self._write(handle.impl, ts, data)
+            return
+        cid = handle.impl.id
+        with self._lock:
+            entry = self._index.get(cid)
+            if entry is None:
+                entry = self._index[cid] = ([], [])
+            entry[0].append(ts)
+            entry[1].append(self._size)
+            self._parts.append(_MESSAGE_RECORD.pack(5, 22 + n, cid, 0, ts, ts))
+            self._parts.append(data)
+            self._size += 31 + n
+            span = self._time
+            if ts < span[0]:
+                span[0] = ts
+            if ts > span[1]:
+                span[1] = ts
+            if self._size > _CHUNK_LIMIT:
+                self._write_chunk()
 
     def flush(self) -> None:
-        """Write the pending batch into the MCAP chunks (as rosbags' Writer.write would, message
-        by message)."""
-        batch, self._batch, self._batch_bytes = self._batch, [], 0
-        if not batch:
-            return
+        """Nothing to do: messages go into the pending chunk as they come (kept for callers of
+        the transport interface that flush)."""
+
+    def _write_chunk(self) -> None:
+        """Hand the pending chunk to the chunk writer thread and start a new one; the counts and
+        time ranges rosbags' writer keeps per message are added here per chunk."""
         st, w = self._storage, self._writer
-        counts, stats = w.counts, st.channel_stats
-        pack = _MESSAGE_RECORD.pack
-        chunk = st.chunk
-        bio, index = chunk.bio, chunk.msgs
-        lo, hi = chunk.message_start_time, chunk.message_end_time
-        first = last = batch[0][1]
-        for cid, ts, data in batch:
-            index[cid].append((ts, bio.tell()))
-            bio.write(pack(5, 22 + len(data), cid, 0, ts, ts))
-            bio.write(data)
-            stats[cid] += 1
-            counts[cid] += 1
-            if ts < lo:
-                lo = ts
-            if ts > hi:
-                hi = ts
-            if ts < first:
-                first = ts
-            if ts > last:
-                last = ts
-            if bio.tell() > _CHUNK_LIMIT:
-                chunk.message_start_time, chunk.message_end_time = lo, hi
-                st.close_chunk()
-                chunk = st.chunk
-                bio, index = chunk.bio, chunk.msgs
-                lo, hi = chunk.message_start_time, chunk.message_end_time
-        chunk.message_start_time, chunk.message_end_time = lo, hi
-        st.message_start_time = min(st.message_start_time, first)
-        st.message_end_time = max(st.message_end_time, last)
-        w.min_timestamp = min(w.min_timestamp, first)
-        w.max_timestamp = max(w.max_timestamp, last)
+        for cid, (times, _) in self._index.items():
+            st.channel_stats[cid] += len(times)
+            w.counts[cid] += len(times)
+        first, last = self._time
+        if first <= last:                  # else a chunk of schema and channel records only
+            st.message_start_time = min(st.message_start_time, first)
+            st.message_end_time = max(st.message_end_time, last)
+            w.min_timestamp = min(w.min_timestamp, first)
+            w.max_timestamp = max(w.max_timestamp, last)
+        if self._chunk_writer is None:
+            self._chunk_writer = _ChunkWriter(self._storage, self.path)
+        self._chunk_writer.put((self._parts, self._size, self._index, self._time))
+        self._new_chunk()
 
     def _subscribe(self, sub: Subscription):
         log.info("bag transport: %s is not an input here (nothing is received from a bag)", sub.topic)
@@ -139,7 +165,10 @@ class BagTransport(Transport):
 
     def _close(self) -> None:
         if self._storage is not None:
-            self.flush()
+            if self._parts:
+                self._write_chunk()
+            if self._chunk_writer is not None:
+                self._chunk_writer.close()     # every chunk in the file before the summary
         self._writer.close()
         self._set_distro()
 
@@ -156,3 +185,79 @@ class BagTransport(Transport):
                 os.replace(tmp, meta)
         except OSError as e:
             log.warning("could not write ros_distro into %s: %s", meta, e)
+
+
+class _ChunkWriter:
+    """A thread that writes full chunks into the MCAP file (compressing them first with zstd):
+    the writes (tens of MB/s of images) and the compression release the GIL, so they cost the
+    thread that records only a queue put per chunk. It is the only writer of the file between
+    the header rosbags writes at open and the summary it writes at close. The queue is short: a
+    disk slower than the recording holds the recording back instead of filling the memory. A
+    write that fails (a full disk) is raised by the next put and by close()."""
+
+    def __init__(self, storage, path):
+        self.storage = storage
+        self.path = path
+        self.error = None
+        self._queue = queue.Queue(maxsize=4)
+        self._thread = threading.Thread(target=self._work, name="mbsim-bag-writer", daemon=True)
+        self._thread.start()
+
+    def put(self, chunk):
+        self._raise()
+        self._queue.put(chunk)
+
+    def close(self):
+        self._queue.put(None)
+        self._thread.join()
+        self._raise()
+
+    def _raise(self):
+        if self.error is not None:
+            error, self.error = self.error, None
+            raise OSError(f"writing the bag {self.path}: {error}") from error
+
+    def _work(self):
+        while True:
+            chunk = self._queue.get()
+            if chunk is None:
+                return
+            if self.error is None:
+                try:
+                    self._write(*chunk)
+                except Exception as e:      # reported to the recording thread
+                    self.error = e
+
+    def _write(self, parts, size, index, span):
+        """The Chunk record, a MessageIndex record per channel, and the ChunkIndex that rosbags
+        writes into the summary (McapWriter.close_chunk's bytes)."""
+        st = self.storage
+        out = st.bio
+        start, end = span
+        compression = st.compression.encode()
+        if compression:
+            body = [st.compressor(b"".join(parts))]
+            stored = len(body[0])
+        else:
+            body, stored = parts, size
+        length = 8 + 8 + 8 + 4 + 4 + len(compression) + 8 + stored
+        chunk_start = out.tell()
+        out.write(_CHUNK_HEAD.pack(6, length, start, end, size, 0)
+                  + struct.pack("<I", len(compression)) + compression + struct.pack("<Q", stored))
+        out.writelines(body)
+        chunk_end = out.tell()
+        offsets = []
+        for cid, (times, places) in index.items():
+            pairs = np.empty((len(times), 2), "<u8")
+            pairs[:, 0] = times
+            pairs[:, 1] = places
+            offsets.append((cid, out.tell()))
+            out.write(_INDEX_HEAD.pack(7, 2 + 4 + pairs.nbytes, cid, pairs.nbytes))
+            out.write(pairs.tobytes())
+        rec = io.BytesIO()
+        rec.write(struct.pack("<QQQQI", start, end, chunk_start, chunk_end - chunk_start, 10 * len(offsets)))
+        for cid, at in offsets:
+            rec.write(struct.pack("<HQ", cid, at))
+        rec.write(struct.pack("<QI", out.tell() - chunk_end, len(compression)) + compression
+                  + struct.pack("<QQ", stored, size))
+        st.chunks.append(rec)

@@ -216,6 +216,7 @@ class Bridge:
         self._last = {}
         self.pubs = {}
         self.templates = {}                 # publication key -> its CDR template (built on first use)
+        self._stamp = (None, 0)             # (seconds, nanoseconds) of the last stamp converted
         self.wanted = {}                    # publication key -> someone subscribes (lazy publishing)
         self.errors = []
         self.hil = None
@@ -545,29 +546,47 @@ class Bridge:
         if self.moving and rates["tf_rate"].due(t) and wanted["tf"]:
             R, p = sim.link_poses()
             work.append(("tf", t, R.copy(), p.copy(), self.tf_layout))
-        readings = sim.readings()
-        for name, r in readings.items():
-            if self._last.get(name) is not r:
-                self._last[name] = r
-                if name in self.merged:
-                    topic, acc, gyro = self.merged[name]
-                    if name == acc.name:         # both sample together: one Imu per instant
-                        work.append(("imu", topic, acc, gyro, r, readings.get(gyro.name)))
-                elif hil_ is not None and name in hil_.sources:
-                    dev = sim.devices[name]
-                    work.append(("reading", dev, r, "/sim"))
-                    real = hil_.real_value(name, r, t)
-                    if real is not None:
-                        work.append(("reading", dev, Reading(r.stamp, r.frame, real), ""))
-                else:
-                    work.append(("reading", sim.devices[name], r, ""))
-                if hil_ is not None and name in hil_.emulators:
-                    hil_.emulators[name].submit(r.values, r.stamp, name)
+        self._collect_readings(sim, t, work)
         if rates["diagnostics_rate"].due(t) and wanted["diagnostics"]:
             work.append(("diagnostics", t, self.runner_stats))     # evaluated off the physics thread
         if work:
             self.publish_job(lambda: self._write(work))
         self.controller.apply(sim)
+
+    def _collect_readings(self, sim, t, work):
+        """Every reading made visible since the last look, each once, in order, as work items
+        (frames from a render thread may arrive several at a time)."""
+        hil_ = self.hil
+        readings = sim.readings()
+        for name, newest in readings.items():
+            last = self._last.get(name)
+            if last is newest:
+                continue
+            self._last[name] = newest
+            dev = sim.devices[name]
+            for r in dev.shown_after(last) or (newest,):
+                if name in self.merged:
+                    topic, acc, gyro = self.merged[name]
+                    if name == acc.name:         # both sample together: one Imu per instant
+                        g = next((x for x in reversed(gyro.shown) if abs(x.stamp - r.stamp) < 1e-9), None)
+                        work.append(("imu", topic, acc, gyro, r, g))
+                elif hil_ is not None and name in hil_.sources:
+                    work.append(("reading", dev, r, "/sim"))
+                    real = hil_.real_value(name, r, t)
+                    if real is not None:
+                        work.append(("reading", dev, Reading(r.stamp, r.frame, real), ""))
+                else:
+                    work.append(("reading", dev, r, ""))
+                if hil_ is not None and name in hil_.emulators:
+                    hil_.emulators[name].submit(r.values, r.stamp, name)
+
+    def publish_readings(self, sim):
+        """Publish the readings that appeared since the last step (frames a render thread
+        finished after it), without stepping: the end of a run at rtf 0 loses nothing."""
+        work = []
+        self._collect_readings(sim, sim.t, work)
+        if work:
+            self.publish_job(lambda: self._write(work))
 
     def _send(self, key, data, stamp):
         handle = self.pubs.get(key)
@@ -578,6 +597,15 @@ class Bridge:
         handle = self.pubs.get(key)
         if handle is not None:       # None: its model was deleted after this step was collected
             self.transport.publish(handle, data, ns)
+
+    def _ns(self, t):
+        """msg.to_nanoseconds(t), converted once per instant (a step's messages share stamps);
+        publishing thread only."""
+        last_t, ns = self._stamp
+        if t != last_t:
+            ns = msg.to_nanoseconds(t)
+            self._stamp = (t, ns)
+        return ns
 
     def template(self, key, make, source=None):
         """The CDR template of publication `key`, made by make() on first use and again when
@@ -593,22 +621,22 @@ class Bridge:
         for item in work:
             kind = item[0]
             if kind == "clock":
-                ns = msg.to_nanoseconds(item[1])
+                ns = self._ns(item[1])
                 self._send_ns("clock", self.template("clock", tpl.ClockTemplate).fill(ns), ns)
             elif kind == "joint_states":
                 _, key, t, q, v, tau, names = item
-                ns = msg.to_nanoseconds(t)
+                ns = self._ns(t)
                 tmpl = self.template(key, lambda: tpl.JointStateTemplate(names), names)
                 self._send_ns(key, tmpl.fill(ns, q, v, tau), ns)
             elif kind == "actuator_controls":
                 _, t, controls = item
-                ns = msg.to_nanoseconds(t)
+                ns = self._ns(t)
                 tmpl = self.template("actuator_controls/state", lambda: tpl.JointStateTemplate(
                     self.actuator_names, position=False, velocity=False), self.actuator_names)
                 self._send_ns("actuator_controls/state", tmpl.fill(ns, effort=controls), ns)
             elif kind == "tf":
                 _, t, R, p, layout = item
-                ns = msg.to_nanoseconds(t)
+                ns = self._ns(t)
                 tmpl = self.template("tf", lambda: tpl.TfTemplate(layout[0]), layout)
                 self._send_ns("tf", tmpl.fill(ns, R, p, *layout[1:]), ns)
             elif kind == "reading":
@@ -619,7 +647,7 @@ class Bridge:
                 tmpl = self.template((topic, g is not None), lambda: tpl.ImuTemplate(
                     self.frame(acc.frame), accel=True, gyro=g is not None, accel_variance=acc.variance,
                     gyro_variance=gyro.variance), acc)
-                ns = msg.to_nanoseconds(ra.stamp)
+                ns = self._ns(ra.stamp)
                 self._send_ns(topic, tmpl.fill(ns, accel=ra.values, gyro=g), ns)
             elif kind == "diagnostics":
                 self._send("diagnostics", msg.diagnostics(item[1], self._statuses(item[2]())), item[1])
@@ -628,7 +656,7 @@ class Bridge:
         """suffix: "" for the sensor's topic, "/sim" for the simulated value beside a real device."""
         frame, stamp, key = self.frame(r.frame), r.stamp, dev.name + suffix
         wanted, template, send = self.wanted, self.template, self._send_ns
-        ns = msg.to_nanoseconds(stamp)
+        ns = self._ns(stamp)
         if dev.kind in ("accelerometer", "gyro"):
             if wanted.get(key, False):
                 accel = dev.kind == "accelerometer"

@@ -56,10 +56,16 @@ class Session:
     Publishing: paced runs hand messages to an AsyncPublisher thread (the physics never waits on
     a transport; a full queue drops the oldest step's messages and counts them); runs at rtf 0
     publish inline, so a bag recorded as fast as possible loses nothing.
-    Paced runs also render cameras and range sensors on their own thread (Simulation.
-    render_in_thread: a frame never delays a step) and shorten Python's thread switch interval
-    to SWITCH_INTERVAL, so that the physics thread gets the interpreter back within that time
-    when the publisher or render thread holds it (the default 5 ms is five steps at 1 kHz)."""
+    Cameras and range sensors render on their own thread at every real-time factor
+    (Simulation.render_in_thread; the numba kernels release the GIL, so on a machine with a
+    second core a frame costs the physics thread only its submission). Paced, a frame never
+    delays a step: a renderer behind skips frames (counted). At rtf 0 nothing is skipped
+    (`lossless`: the physics thread waits for the renderer instead) and run() returns once the
+    frames of its steps are rendered and published.
+    Python's thread switch interval is SWITCH_INTERVAL meanwhile, so that the physics thread gets
+    the interpreter back within that time when the publisher or render thread holds it (the
+    default 5 ms is five steps at 1 kHz).
+    """
 
     def __init__(self, sim, transport, config, log=None, progress=None, queue=256, jitter_window=4096):
         self.sim = sim
@@ -78,21 +84,37 @@ class Session:
             self.bridge.hil.clock.schedule = self.runner.sim_time
         self.runner.on_step = self.bridge.on_step
         # after the Bridge, which may refuse the configuration (then nothing is left running)
-        if rtf > 0:
+        if hasattr(sim, "render_in_thread"):
             sim.render_in_thread(True)
-            self._switch_interval = sys.getswitchinterval()
-            sys.setswitchinterval(min(SWITCH_INTERVAL, self._switch_interval))
-            priority = config.get("realtime_priority", 0)
-            if priority:
-                # the physics thread waits for the GIL whenever these hold it: under ordinary
-                # scheduling on a busy machine they would keep it while descheduled (priority
-                # inversion), so they run real-time too, one level below the physics
-                worker = sim.optical_worker
-                for tid in (self.publisher.native_id, worker.native_id):
-                    apply_os_scheduling(max(1, priority - 1), thread=tid)
+        self._set_lossless(rtf == 0)
+        self._switch_interval = sys.getswitchinterval()
+        sys.setswitchinterval(min(SWITCH_INTERVAL, self._switch_interval))
+        priority = config.get("realtime_priority", 0)
+        if priority:
+            # the physics thread waits for the GIL whenever these hold it: under ordinary
+            # scheduling on a busy machine they would keep it while descheduled (priority
+            # inversion), so they run real-time too, one level below the physics
+            workers = (self.publisher, getattr(sim, "optical_worker", None))
+            for tid in (w.native_id for w in workers if w is not None):
+                apply_os_scheduling(max(1, priority - 1), thread=tid)
         self.bridge.start()
         if self.publisher is not None:      # the first messages (templates built, the TF kernel
             self.publisher.flush()          # loaded) before the clock starts, not during the run
+
+    def _set_lossless(self, on):
+        worker = getattr(self.sim, "optical_worker", None)
+        if worker is not None:
+            worker.lossless = on
+
+    def drain(self):
+        """Wait until every frame sampled so far is rendered and published, and every message
+        collected so far is written. Not from another thread while the runner runs."""
+        worker = getattr(self.sim, "optical_worker", None)
+        if worker is not None:
+            worker.flush()
+            self.bridge.publish_readings(self.sim)
+        if self.publisher is not None:
+            self.publisher.flush()
 
     # -- the world's models, between steps ----------------------------------------------------
     def spawn(self, model, name=None, pose=None, namespace=None) -> str:
@@ -167,7 +189,11 @@ class Session:
         return box.get("value")
 
     def run(self, duration=None):
-        return self.runner.run(duration)
+        """Runner.run; at rtf 0 it returns once the frames of its steps are published."""
+        stats = self.runner.run(duration)
+        if self.runner.rtf == 0:
+            self.drain()
+        return stats
 
     def reset(self):
         """Back to t = 0 between steps (Runner.reset), with the configuration's actuator switch
@@ -191,6 +217,7 @@ class Session:
     def set_real_time_factor(self, rtf):
         """The runner's real-time factor (0: as fast as possible) from the next step on."""
         self.runner.set_pacing(rtf=rtf)
+        self._set_lossless(float(rtf) == 0)
         self.config["real_time_factor"] = float(rtf)
 
     def set_catch_up(self, policy):
@@ -221,6 +248,8 @@ class Session:
     def close(self):
         """Close the serial ports (hardware in the loop), flush what is queued, then close the
         transport (a bag writes its summary here)."""
+        if not self.runner.running:
+            self.drain()           # the frames still rendering when the run ended
         self.bridge.close()
         if self.publisher is not None:
             self.publisher.close()

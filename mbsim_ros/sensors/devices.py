@@ -25,6 +25,7 @@ KINEMATIC = ("accelerometer", "gyro", "force")
 VISION_MODES = ("COLOR", "DEPTH", "COLOR_DEPTH", "MONO", "MONO_DEPTH", "NONE")
 DEFAULT_RATE = 1000.0          # Hz, accelerometers, gyros and force sensors
 CHANNELS = {"accelerometer": 3, "gyro": 3, "force": 6}
+SHOWN = 8                      # readings a device keeps for the publisher (> frames in flight on a render thread)
 COMMON_KEYS = {"rate", "delay", "saturate", "noise", "enabled"}
 CAMERA_KEYS = COMMON_KEYS | {"points"}
 
@@ -188,6 +189,7 @@ class Device:
         self._schedule(0)
         self.pending = deque()
         self.latest = None
+        self.shown = deque(maxlen=SHOWN)    # the newest readings made visible, oldest first
         self.last_stamp = None
         rng = device_rng(self.seed, self.name)
         if self.kind == "camera":
@@ -231,10 +233,26 @@ class Device:
         self.pending.append(reading)
 
     def visible(self, t):
-        """The newest reading whose stamp + delay has passed at time t."""
+        """The newest reading whose stamp + delay has passed at time t (every reading made
+        visible goes through `shown` too, for those who must see each one: the publisher)."""
         while self.pending and self.pending[0].stamp + self.delay <= t + 1e-9:
             self.latest = self.pending.popleft()
+            self.shown.append(self.latest)
         return self.latest
+
+    def shown_after(self, reading):
+        """The readings made visible after `reading` (None: all that `shown` keeps), oldest
+        first: several when frames rendered on a thread arrive between two looks."""
+        shown = self.shown
+        if shown and shown[-1] is reading:
+            return []
+        if len(shown) < 2 or shown[-2] is reading:
+            return list(shown)[-1:]
+        items = list(shown)
+        for k in range(len(items) - 1, -1, -1):
+            if items[k] is reading:
+                return items[k + 1:]
+        return items
 
     # -- values ------------------------------------------------------------------------------
     def finish_kinematic(self, stamp, raw):

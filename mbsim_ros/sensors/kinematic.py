@@ -37,10 +37,11 @@ def sense_kernel(tf, ti, df, ef, ei, time, q, v, a, c_link, c_point, c_force, ki
     d, _ = carve_data(df, ti)
     velocity_kinematics(t, d, q, v)
     link_poses(t, d)
-    d.fext[:, :] = 0.0
+    fext = d.fext
+    fext[:, :] = 0.0
     for k in range(c_link.shape[0]):
-        _add_body_force(t, d, c_link[k, 0], c_point[k], c_force[k], 1.0)
-        _add_body_force(t, d, c_link[k, 1], c_point[k], c_force[k], -1.0)
+        _add_body_force(t.link_body, d.Rw, d.pw, fext, c_link[k, 0], c_point[k], c_force[k], 1.0)
+        _add_body_force(t.link_body, d.Rw, d.pw, fext, c_link[k, 1], c_point[k], c_force[k], -1.0)
     # generalized forces act inside their joints (like joint torques): only body forces matter
     if ef is not None:       # None: a world without force elements, compiled without them
         fe, _, _ = carve_forces(ef, ei)

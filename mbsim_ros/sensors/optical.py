@@ -9,7 +9,9 @@ instead of milliseconds. The reading keeps its acquisition stamp and appears whe
 done (as a real camera's frames arrive after their exposure). A device has at most MAX_IN_FLIGHT
 samples queued or rendering (a short stall of the render thread on a busy machine is caught up
 afterwards); a sample due beyond that is skipped and counted (`OpticalWorker.skipped`), so a
-renderer that cannot keep up lowers the frame rate instead of the step rate.
+renderer that cannot keep up lowers the frame rate instead of the step rate; with `lossless`
+set (runs as fast as possible: every frame counts, no wall clock to keep) the physics thread
+waits for the device's oldest sample instead.
 """
 from __future__ import annotations
 
@@ -50,6 +52,7 @@ class OpticalWorker:
         self._jobs = collections.deque()
         self._in_flight = collections.Counter()    # device name -> samples queued or rendering
         self._closing = False
+        self.lossless = False
         self.error = None                # the first exception a job raised (re-raised by submit)
         self.rendered = 0
         self.skipped = collections.Counter()
@@ -63,6 +66,8 @@ class OpticalWorker:
             error, self.error = self.error, None
             raise RuntimeError(f"rendering on the worker thread failed: {error!r}") from error
         with self._cv:
+            if self.lossless:
+                self._cv.wait_for(lambda: self._in_flight[dev.name] < MAX_IN_FLIGHT or self.error is not None)
             if self._in_flight[dev.name] >= MAX_IN_FLIGHT:
                 self.skipped[dev.name] += 1
                 return False

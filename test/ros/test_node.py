@@ -19,19 +19,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import ROS_MISSING, subprocess_env
+from conftest import ROS_MISSING
 
 if ROS_MISSING:
     pytest.skip(ROS_MISSING, allow_module_level=True)
-import rclpy  # noqa: E402
-from rclpy.executors import MultiThreadedExecutor  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy  # noqa: E402
+from rclpy_probe import REPO, Output, Probe, child_env, stamp_of  # noqa: E402
 
 from mbsim_ros.ros import messages as m  # noqa: E402
-from mbsim_ros.ros.transport_choice import message_class  # noqa: E402
-
-REPO = Path(__file__).resolve().parents[2]
 NS = "/SR1"
 STARTUP = 1200.0          # s of wall time the first start may take (kernels compile cold)
 G = 9.80665
@@ -78,129 +74,8 @@ def start_node(*ros_args, config=CONFIG, tmp=None, ns=NS, domain=None):
         args += ["-p", f"config:={path}"]
     for a in ros_args:
         args += ["-p", a]
-    env = subprocess_env()
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
-    env["PYTHONUNBUFFERED"] = "1"
-    if domain is not None:
-        env["ROS_DOMAIN_ID"] = str(domain)
+    env = child_env(**({} if domain is None else {"ROS_DOMAIN_ID": domain}))
     return subprocess.Popen(args, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-
-
-class Output:
-    """The node's output lines, read by a thread (so its pipe never fills)."""
-
-    def __init__(self, proc):
-        self.lines = []
-        self.thread = threading.Thread(target=self._read, args=(proc,), daemon=True)
-        self.thread.start()
-
-    def _read(self, proc):
-        for line in proc.stdout:
-            self.lines.append(line)
-
-    @property
-    def text(self):
-        return "".join(self.lines)
-
-
-def stamp_of(msg):
-    """A message's simulated time: its header's stamp (/tf: the first transform's, /clock: its clock)."""
-    if hasattr(msg, "transforms"):
-        h = msg.transforms[0].header.stamp
-    elif hasattr(msg, "clock"):
-        h = msg.clock
-    else:
-        h = msg.header.stamp
-    return h.sec + h.nanosec * 1e-9
-
-
-class Probe:
-    """A real rclpy node in this process, with use_sim_time (its clock follows /clock),
-    recording (message, wall time) per topic; spun by a thread."""
-
-    def __init__(self, name="mbsim_probe", domain=None):
-        self.context = rclpy.Context()
-        rclpy.init(context=self.context, domain_id=domain)
-        self.node = rclpy.create_node(name, context=self.context,
-                                      parameter_overrides=[Parameter("use_sim_time", value=True)])
-        self.lock = threading.Lock()
-        self.got = {}
-        self.executor = MultiThreadedExecutor(num_threads=2, context=self.context)
-        self.executor.add_node(self.node)
-        self.thread = threading.Thread(target=self.executor.spin, daemon=True)
-        self.thread.start()
-
-    def subscribe(self, topic, typename, qos=100):
-        self.got.setdefault(topic, [])
-
-        def record(msg):
-            with self.lock:
-                self.got[topic].append((msg, time.monotonic()))
-        self.node.create_subscription(message_class(typename), topic, record, qos)
-
-    def messages(self, topic, since=0.0):
-        """Messages received on topic at wall time >= since."""
-        with self.lock:
-            return [msg for msg, wall in self.got.get(topic, []) if wall >= since]
-
-    def sim_time(self):
-        clock = self.messages("/clock")
-        return stamp_of(clock[-1]) if clock else None
-
-    def wait(self, what, condition, timeout=120.0, proc=None):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if condition():
-                return
-            if proc is not None and proc.poll() is not None:
-                raise AssertionError(f"sim_node exited with {proc.returncode} while waiting for {what}")
-            time.sleep(0.02)
-        raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-
-    def node_time(self):
-        """The newest simulated time (the probe's use_sim_time clock: its time source takes the
-        newest /clock, while the recordings may lag behind)."""
-        return self.node.get_clock().now().nanoseconds * 1e-9
-
-    def wait_stamp(self, topic, t, since=0.0):
-        """Wait until `topic` has a message stamped t or later (received at or after `since`)."""
-        self.wait(f"{topic} at t = {t:.3f} s",
-                  lambda: any(stamp_of(x) >= t for x in self.messages(topic, since)), 60.0 + 30.0 * max(t - self.node_time(), 0))
-
-    def wait_sim(self, seconds, timeout=None):
-        """Wait until /clock has advanced by `seconds` of simulated time."""
-        t0 = self.sim_time()
-        self.wait(f"{seconds} s of simulated time", lambda: self.sim_time() >= t0 + seconds,
-                  timeout or 60.0 + 30.0 * seconds)
-
-    def call(self, srv_type, name, request, timeout=30.0):
-        """One service call; the client is kept for the next call to the same service, as a
-        user's node keeps it (a client per call makes discovery match new endpoints every time)."""
-        clients = self.__dict__.setdefault("clients", {})
-        if name not in clients:
-            clients[name] = self.node.create_client(srv_type, name)
-        client = clients[name]
-        try:
-            assert client.wait_for_service(timeout_sec=timeout), f"service {name} not offered"
-            future = client.call_async(request)
-            self.wait(f"the answer of {name}", future.done, timeout)
-            return future.result()
-        except AssertionError as e:
-            raise AssertionError(f"{e}{self.node_report()}") from None
-
-    def node_report(self):
-        """Whether the sim_node under test (`watch`ed) still runs, and the end of its output."""
-        if getattr(self, "watched", None) is None:
-            return ""
-        proc, out = self.watched
-        state = "running" if proc.poll() is None else f"exited with {proc.returncode}"
-        return f"; sim_node {state}, its output ends:\n{out.text[-3000:]}"
-
-    def close(self):
-        self.executor.shutdown()
-        self.thread.join(10)
-        self.node.destroy_node()
-        rclpy.shutdown(context=self.context)
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,8 @@ from conftest import ROS_MISSING
 
 if ROS_MISSING:
     pytest.skip(ROS_MISSING, allow_module_level=True)
-from test_node import STARTUP, Output, Probe, start_node  # noqa: E402
+from rclpy_probe import Output, Probe  # noqa: E402
+from test_node import STARTUP, start_node  # noqa: E402
 
 si = pytest.importorskip("simulation_interfaces", reason="simulation_interfaces not built (test/ros_interfaces)")
 from rclpy.action import ActionClient  # noqa: E402
