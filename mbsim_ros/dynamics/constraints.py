@@ -325,28 +325,32 @@ def options_array(**options):
 
 # ------------------------------------------------------------------------ row building ---
 @inline
+def _add_linear_terms(R, S, iv, nvb, r0, r1, r2, dv, sign, J):
+    """J[iv:iv + nvb] += sign * d . (velocity of the material point at world offset r from the
+    origin of a body with world rotation R and motion subspace S), per DOF of that body."""
+    # d . (v + w x r) = d . v + w . (r x d)
+    c0 = r1 * dv[2] - r2 * dv[1]
+    c1 = r2 * dv[0] - r0 * dv[2]
+    c2 = r0 * dv[1] - r1 * dv[0]
+    # world-frame d and c into the body frame, so each DOF costs two 3-dot products
+    db0 = R[0, 0] * dv[0] + R[1, 0] * dv[1] + R[2, 0] * dv[2]
+    db1 = R[0, 1] * dv[0] + R[1, 1] * dv[1] + R[2, 1] * dv[2]
+    db2 = R[0, 2] * dv[0] + R[1, 2] * dv[1] + R[2, 2] * dv[2]
+    cb0 = R[0, 0] * c0 + R[1, 0] * c1 + R[2, 0] * c2
+    cb1 = R[0, 1] * c0 + R[1, 1] * c1 + R[2, 1] * c2
+    cb2 = R[0, 2] * c0 + R[1, 2] * c1 + R[2, 2] * c2
+    for k in range(nvb):
+        J[iv + k] += sign * (db0 * S[0, k] + db1 * S[1, k] + db2 * S[2, k]
+                             + cb0 * S[3, k] + cb1 * S[4, k] + cb2 * S[5, k])
+
+
+@inline
 def _accumulate_linear(t, d, body, p, dv, sign, J):
     """J += sign * d . (velocity of the material point of `body` at world point p) per DOF."""
     b = body
     while b >= 0:
-        R = d.Rw[b]
-        S = d.S[b]
-        # d . (v + w x r) = d . v + w . (r x d)
-        r0, r1, r2 = p[0] - d.pw[b, 0], p[1] - d.pw[b, 1], p[2] - d.pw[b, 2]
-        c0 = r1 * dv[2] - r2 * dv[1]
-        c1 = r2 * dv[0] - r0 * dv[2]
-        c2 = r0 * dv[1] - r1 * dv[0]
-        # world-frame d and c into the body frame, so each DOF costs two 3-dot products
-        db0 = R[0, 0] * dv[0] + R[1, 0] * dv[1] + R[2, 0] * dv[2]
-        db1 = R[0, 1] * dv[0] + R[1, 1] * dv[1] + R[2, 1] * dv[2]
-        db2 = R[0, 2] * dv[0] + R[1, 2] * dv[1] + R[2, 2] * dv[2]
-        cb0 = R[0, 0] * c0 + R[1, 0] * c1 + R[2, 0] * c2
-        cb1 = R[0, 1] * c0 + R[1, 1] * c1 + R[2, 1] * c2
-        cb2 = R[0, 2] * c0 + R[1, 2] * c1 + R[2, 2] * c2
-        iv = t.iv[b]
-        for k in range(t.nvb[b]):
-            J[iv + k] += sign * (db0 * S[0, k] + db1 * S[1, k] + db2 * S[2, k]
-                                 + cb0 * S[3, k] + cb1 * S[4, k] + cb2 * S[5, k])
+        _add_linear_terms(d.Rw[b], d.S[b], t.iv[b], t.nvb[b], p[0] - d.pw[b, 0], p[1] - d.pw[b, 1],
+                          p[2] - d.pw[b, 2], dv, sign, J)
         b = t.parent[b]
 
 
@@ -379,29 +383,17 @@ def _set_row(s, m, kind, src, target, lo, hi, findex):
 @inline
 def _accumulate_contact(t, d, body, p, n, t1, t2, sign, Jn, J1, J2):
     """_accumulate_linear of a contact's three directions (n, t1, t2 into rows Jn, J1, J2) at
-    world point p, in one walk up the tree: one copy of the code instead of six."""
+    world point p, in one walk up the tree."""
     b = body
     while b >= 0:
         R = d.Rw[b]
         S = d.S[b]
         r0, r1, r2 = p[0] - d.pw[b, 0], p[1] - d.pw[b, 1], p[2] - d.pw[b, 2]
-        iv = t.iv[b]
-        for which in range(3):
+        iv, nvb = t.iv[b], t.nvb[b]
+        for which in range(3):       # a loop, not three calls: one inlined copy to compile
             dv = n if which == 0 else (t1 if which == 1 else t2)
             J = Jn if which == 0 else (J1 if which == 1 else J2)
-            # as _accumulate_linear, term for term
-            c0 = r1 * dv[2] - r2 * dv[1]
-            c1 = r2 * dv[0] - r0 * dv[2]
-            c2 = r0 * dv[1] - r1 * dv[0]
-            db0 = R[0, 0] * dv[0] + R[1, 0] * dv[1] + R[2, 0] * dv[2]
-            db1 = R[0, 1] * dv[0] + R[1, 1] * dv[1] + R[2, 1] * dv[2]
-            db2 = R[0, 2] * dv[0] + R[1, 2] * dv[1] + R[2, 2] * dv[2]
-            cb0 = R[0, 0] * c0 + R[1, 0] * c1 + R[2, 0] * c2
-            cb1 = R[0, 1] * c0 + R[1, 1] * c1 + R[2, 1] * c2
-            cb2 = R[0, 2] * c0 + R[1, 2] * c1 + R[2, 2] * c2
-            for k in range(t.nvb[b]):
-                J[iv + k] += sign * (db0 * S[0, k] + db1 * S[1, k] + db2 * S[2, k]
-                                     + cb0 * S[3, k] + cb1 * S[4, k] + cb2 * S[5, k])
+            _add_linear_terms(R, S, iv, nvb, r0, r1, r2, dv, sign, J)
         b = t.parent[b]
 
 
