@@ -1,10 +1,23 @@
-"""A transport for tests: keeps every published message, decoded (got[topic] = [message]), and
-lets a test deliver bytes to a subscription (deliver(topic, data)) as a live transport's reader
-thread would."""
+"""Transports for tests. RawCapture keeps every published message as sent: (topic, bytes, log
+time in ns). Capture keeps them decoded (got[topic] = [message]) and lets a test deliver bytes to
+a subscription (deliver(topic, data)) as a live transport's reader thread would."""
 from collections import defaultdict
 
 from mbsim_ros.ros import messages as msg
 from mbsim_ros.ros.transport import NullTransport
+
+
+class RawCapture(NullTransport):
+    kind = "capture"
+
+    def __init__(self):
+        super().__init__()
+        self.sent = []
+
+    def publish(self, handle, data, stamp_ns=0):
+        assert isinstance(data, bytes)      # the transports' contract
+        super().publish(handle, data, stamp_ns)
+        self.sent.append((handle.topic, data, stamp_ns))
 
 
 class Capture(NullTransport):

@@ -137,10 +137,6 @@ class BagTransport(Transport):
             if self._size > _CHUNK_LIMIT:
                 self._write_chunk()
 
-    def flush(self) -> None:
-        """Nothing to do: messages go into the pending chunk as they come (kept for callers of
-        the transport interface that flush)."""
-
     def _write_chunk(self) -> None:
         """Hand the pending chunk to the chunk writer thread and start a new one; the counts and
         time ranges rosbags' writer keeps per message are added here per chunk."""

@@ -223,3 +223,21 @@ def test_chunked_writes_give_the_same_bag_as_rosbags_writer(tmp_path, compressio
     assert out[True][0] == out[False][0]
     assert out[True][1] == out[False][1]
     assert len(out[True][0]) > 3 << 20            # several chunks
+
+
+def test_a_failing_disk_is_one_clear_error_naming_the_bag(tmp_path):
+    """A chunk write that fails (here: no space left) on the writer thread is raised to the
+    recording thread, at the next chunk or at close, as one OSError that names the bag."""
+    import errno
+    path = tmp_path / "bag"
+    bag = BagTransport(path)
+    pub = bag.advertise("/cam", m.IMAGE, qos.SENSOR)
+
+    def full(data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    bag._storage.bio.write = full
+    image = m.image(1.0, "cam", np.zeros((480, 640, 3), np.uint8))   # 0.9 MB: a chunk every two
+    with pytest.raises(OSError, match=f"writing the bag {path}: .*No space left on device"):
+        for k in range(8):
+            bag.publish(pub, image, k)
+        bag.close()

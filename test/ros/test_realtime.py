@@ -7,20 +7,8 @@ import warnings
 
 import numpy as np
 
+from capture_transport import RawCapture
 from mbsim_ros.ros import messages as m
-from mbsim_ros.ros.transport import Transport
-
-
-class Capture(Transport):
-    kind = "capture"
-
-    def __init__(self):
-        super().__init__()
-        self.sent = []
-
-    def publish(self, handle, data, stamp_ns=0):
-        self.sent.append((handle.topic, data, stamp_ns))
-        handle.messages += 1
 
 
 def test_a_paced_session_reports_lateness_live_and_renders_on_a_thread():
@@ -33,7 +21,7 @@ def test_a_paced_session_reports_lateness_live_and_renders_on_a_thread():
         models, _ = load_world(config)
     sim = simulation(models, config)
     before = sys.getswitchinterval()
-    capture = Capture()
+    capture = RawCapture()
     session = Session(sim, capture, config)
     worker = sim.optical_worker
     assert worker is not None and sys.getswitchinterval() <= 2e-4

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from capture_transport import RawCapture
 from mbsim_ros.ros import messages as m
 from mbsim_ros.ros import templates as tpl
-from mbsim_ros.ros.transport import Transport
 
 T = m.TYPESTORE.types
 REPO = Path(__file__).resolve().parents[2]
@@ -184,20 +184,6 @@ def test_tf_quaternion_is_shepperd_near_180_degrees():
 # ---------------------------------------------------------------------------------------------
 # the bridge on several worlds: templates against the message-object path
 
-class Capture(Transport):
-    """Keeps every published message: [(topic, bytes)]."""
-
-    kind = "capture"
-
-    def __init__(self):
-        super().__init__()
-        self.sent = []
-
-    def publish(self, handle, data, stamp_ns=0):
-        assert isinstance(data, bytes)
-        self.sent.append((handle.topic, data))
-        handle.messages += 1
-
 
 def reference_write(bridge, work):
     """What Bridge._write did before templates: rosbags message objects via messages.*."""
@@ -258,7 +244,7 @@ def published(model, overrides, seconds, reference):
         warnings.simplefilter("ignore")
         models, _ = load_world(config)
     sim = simulation(models, config)
-    capture = Capture()
+    capture = RawCapture()
     bridge = Bridge(sim, capture, config)
     if reference:
         bridge._write = lambda work: reference_write(bridge, work)
@@ -266,7 +252,7 @@ def published(model, overrides, seconds, reference):
     for _ in range(int(round(seconds / sim.dt))):
         sim.step()
         bridge.on_step(sim)
-    return capture.sent, bridge
+    return [(topic, data) for topic, data, _ in capture.sent], bridge
 
 
 WORLDS = [
