@@ -263,3 +263,35 @@ def test_a_kernel_only_kernel_refuses_a_call_from_python():
     from mbsim_ros.dynamics.kernels import aba
     with pytest.raises(TypeError, match="aba is called from numba kernels only"):
         aba(None, None, None, None, None)
+
+
+def test_kernels_compile_without_reference_counting_and_refuse_to_return_arrays():
+    """Kernels compile without numba's NRT: allocating inside one is a compile error, and an
+    entry kernel returning an array (which numba, without NRT, would hand to Python as the whole
+    array a view was cut from) is refused at compilation, naming the kernel."""
+    from numba.core.errors import TypingError
+
+    from mbsim_ros._kernel_cache import kernel
+    from mbsim_ros.dynamics.step import step_semi_implicit_euler
+
+    assert step_semi_implicit_euler.targetoptions["_nrt"] is False
+
+    @kernel()
+    def tail_and_count(a):
+        return a[1:], len(a)
+
+    @kernel()
+    def allocating(n):
+        return np.zeros(n).sum()
+
+    @kernel()
+    def fill(out, x):
+        out[:] = x
+        return out.sum()
+
+    with pytest.raises(TypeError, match=r"kernel .*tail_and_count returns an array"):
+        tail_and_count(np.arange(5.0))
+    with pytest.raises(TypingError):
+        allocating(3)
+    out = np.zeros(3)
+    assert fill(out, 2.0) == 6.0 and np.array_equal(out, [2.0, 2.0, 2.0])

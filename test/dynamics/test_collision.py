@@ -673,10 +673,11 @@ def test_sr1_stands_on_the_floor_on_eight_sole_corners(sr1_world):
 
 
 def test_collide_is_callable_from_numba_code():
-    """The contact solver calls collide() on carved views inside its own kernel."""
-    from numba import njit
+    """The contact solver calls collide() on carved views inside its own kernel (a kernel: a
+    plain njit function, with reference counting, must not take carved views, see kernel())."""
+    from mbsim_ros._kernel_cache import kernel
 
-    @njit
+    @kernel()
     def step_like(gf, gi, cf, ci, link_R, link_p):
         g, _, _ = col.carve_geoms(gf, gi)
         c, _, _ = col.carve_contacts(cf, ci)
