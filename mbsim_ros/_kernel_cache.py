@@ -56,9 +56,10 @@ def kernel(python=True, **options):
 
     Kernels compile without numba's reference counting (NRT): they work in the arrays they are
     given (allocating one inside is a compile error), so counting references to them is waste.
-    Without it each call from Python no longer wraps every argument array (the step takes about
-    a hundred) in a reference-counted holder, which was about 30 us of the node's 180 us step
-    at rtf 0, and the step compiles 7 CPU s faster. What comes with it:
+    Without it a call from Python no longer wraps every argument array (the step and the sensor
+    kernel take about a hundred each) in a reference-counted holder: the node's step at rtf 0
+    went from 178 to 140 us (bench/node.py), and the bundled world compiles ~5 CPU s faster.
+    What comes with it:
     - a kernel is called from Python or from other kernels, never from a plain njit function
       (which would release the views that carve_* return: memory it does not own);
     - a kernel with a Python entry returns no array (without NRT numba would hand Python the
