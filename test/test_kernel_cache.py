@@ -35,6 +35,19 @@ def test_a_subpackage_cache_ignores_the_other_subpackages(tmp_path):
         assert second != first
 
 
+def test_a_subpackage_cache_follows_how_kernels_compile_too(tmp_path, monkeypatch):
+    """_kernel_cache.py sets the kernels' compile options (no reference counting): kernels
+    compiled under other options are not loaded into the same process as new ones."""
+    import mbsim_ros._kernel_cache as kc
+    (tmp_path / "dyn").mkdir()
+    (tmp_path / "dyn" / "k.py").write_text("import numba\n")
+    before = sources_digest(tmp_path, ("dyn",))
+    decorator = tmp_path / "decorator.py"
+    decorator.write_text(open(kc.__file__).read() + "\n# another option\n")
+    monkeypatch.setattr(kc, "__file__", str(decorator))
+    assert sources_digest(tmp_path, ("dyn",)) != before
+
+
 def test_old_cache_directories_are_pruned_to_a_few(tmp_path):
     (tmp_path / "k.py").write_text("import numba\n")
     with kernel_cache(package=tmp_path) as current:
