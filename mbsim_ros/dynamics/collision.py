@@ -161,8 +161,9 @@ def carve_contacts(cf, ci):
 
 
 # How the narrow phase is called: routines take geom records (tuples, by value) and the few
-# scratch arrays they use, never the Geoms/Contacts tuples, because numba reference-counts every
-# array of a tuple passed to a function (~0.4 us for Contacts). Each routine writes candidate
+# scratch arrays they use, never the Geoms/Contacts tuples (a call handed Contacts cost ~0.4 us
+# when kernels still counted references to every array of a tuple; small arguments also keep
+# each routine's code short to compile). Each routine writes candidate
 # contacts into `cand` and returns their count; collide() keeps at most MAX_MANIFOLD of them.
 FEAT_A, FEAT_B = 0, MAX_FEATURE     # first rows of a's and b's features in `feat`
 POLY_IN, POLY_OUT = 0, MAX_POLY     # first rows of the two clipping buffers in `poly`

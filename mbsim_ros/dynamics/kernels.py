@@ -84,8 +84,8 @@ def data_size(nb, nv, nq, nl):
 
 kernel = kernel_decorator(error_model="numpy")                  # entry points, called from Python
 internal = kernel_decorator(error_model="numpy", python=False)  # called from kernels only
-# small helpers are inlined into their callers so that numba can drop the reference counting
-# of the array views they take (tens of nanoseconds per view otherwise)
+# small helpers are inlined into their callers (numba-level: compiled as part of the caller's
+# code; chosen when kernels still counted references, which a call paid per array view)
 inline = njit(cache=True, nogil=True, error_model="numpy", inline="always")
 
 
