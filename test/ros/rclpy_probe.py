@@ -82,6 +82,9 @@ class Probe:
                                       parameter_overrides=[Parameter("use_sim_time", value=sim_time)])
         self.lock = threading.Lock()
         self.got = {}
+        # per topic, parallel to got: each message's reception time as the middleware stamped it
+        # (system clock, ns), in its receive thread: free of this process's executor delays
+        self.received = {}
         self.subscriptions = {}
         self.executor = MultiThreadedExecutor(num_threads=2, context=self.context)
         self.executor.add_node(self.node)
@@ -91,10 +94,12 @@ class Probe:
     def subscribe(self, topic, typename, qos=100, on_message=None):
         """Record what arrives on topic (and hand each message to on_message, if given)."""
         self.got.setdefault(topic, [])
+        self.received.setdefault(topic, [])
 
-        def record(msg):
+        def record(msg, info):
             with self.lock:
                 self.got[topic].append((msg, time.monotonic()))
+                self.received[topic].append(info["received_timestamp"])
             if on_message is not None:
                 on_message(msg)
         self.subscriptions[topic] = self.node.create_subscription(message_class(typename), topic, record, qos)
