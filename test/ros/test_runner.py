@@ -258,6 +258,37 @@ def test_cpu_pins_the_physics_thread(sim):
     assert os.sched_getaffinity(0) == before            # restored after the run
 
 
+def test_garbage_from_before_the_run_is_collected_before_its_first_step_and_the_rest_frozen(sim):
+    """The garbage collector does not run a pass over loading garbage inside the loop: cyclic
+    garbage made before run() is gone before the first step, what lives is frozen out of the
+    collector's passes during the run, and unfrozen after it (so it can be collected again)."""
+    import gc
+    import weakref
+
+    class Cycle:
+        pass
+    junk = Cycle()
+    junk.me = junk                       # only the cyclic collector frees it
+    freed = []
+    weakref.finalize(junk, freed.append, True)
+    del junk
+    seen = []
+
+    def on_step(s):
+        if not seen:
+            seen.append((bool(freed), gc.get_freeze_count()))
+    gc.disable()                         # no automatic pass may free it first
+    try:
+        runner = Runner(sim, rtf=0)
+        runner.on_step = on_step
+        runner.run(duration=0.01)
+    finally:
+        gc.enable()
+    assert seen[0][0], "cyclic garbage made before run() was still there at its first step"
+    assert seen[0][1] > 1000             # the interpreter's objects, frozen during the run
+    assert gc.get_freeze_count() == 0
+
+
 def test_chunk_steps_several_at_once(sim):
     calls = []
     s = Runner(sim, rtf=0, chunk=7, on_step=lambda sm: calls.append(steps_of(sm))).run(0.1)
