@@ -214,6 +214,17 @@ class Runner:
                     lambda: self._granted_done >= target or not self._running, timeout)
         return True
 
+    @staticmethod
+    def collect_garbage():
+        """After a world change (a model added or removed) during a run, between steps: a full
+        collection (~50 ms) and the heap frozen again, since what run() froze is out of the
+        collector's reach until the run ends and the change may have left cycles among it.
+        Nothing frozen (not running): nothing to do, the collector works as usual."""
+        if gc.get_freeze_count():
+            gc.unfreeze()
+            gc.collect()
+            gc.freeze()
+
     def reset(self):
         """sim.reset() between steps (in order with submit()); the pacing reference restarts.
         Immediate when run() is not active."""

@@ -141,6 +141,7 @@ class Session:
         if self.config.get("on_ground"):
             put_on_ground(self.sim, name)
         self.bridge.world_changed()
+        self.runner.collect_garbage()
         for note in overlap_notes(self.sim, [name]):
             self.bridge.log(note)
         return name
@@ -152,6 +153,7 @@ class Session:
             self.sim.remove_model(name)
             self.bridge.namespaces.pop(name, None)
             self.bridge.world_changed()
+            self.runner.collect_garbage()
         self.between_steps(remove)
 
     def set_model_pose(self, name: str, pose):

@@ -289,6 +289,33 @@ def test_garbage_from_before_the_run_is_collected_before_its_first_step_and_the_
     assert gc.get_freeze_count() == 0
 
 
+def test_collect_garbage_during_a_run_frees_cycles_among_frozen_objects(sim):
+    """A world change during a run may leave cycles among the objects run() froze: Runner.
+    collect_garbage (called by Session after a spawn or delete) collects them and freezes again."""
+    import gc
+    import weakref
+
+    class Cycle:
+        pass
+    held = [Cycle()]
+    held[0].me = held[0]
+    freed = []
+    weakref.finalize(held[0], freed.append, True)
+    seen = []
+    runner = Runner(sim, rtf=0)
+
+    def on_step(s):
+        if len(seen) == 0:
+            held.clear()                 # now garbage, but frozen
+            gc.collect()
+            seen.append(bool(freed))
+            runner.collect_garbage()
+            seen.append((bool(freed), gc.get_freeze_count() > 0))
+    runner.on_step = on_step
+    runner.run(duration=0.005)
+    assert seen == [False, (True, True)]
+
+
 def test_chunk_steps_several_at_once(sim):
     calls = []
     s = Runner(sim, rtf=0, chunk=7, on_step=lambda sm: calls.append(steps_of(sm))).run(0.1)
