@@ -192,12 +192,10 @@ def test_bag_ignores_subscriptions(tmp_path):
         bag.advertise("/x", m.STRING)
 
 
-@pytest.mark.parametrize("compression", [None, "zstd"])
-def test_chunked_writes_give_the_same_bag_as_rosbags_writer(tmp_path, compression):
-    """The chunk path (parts in memory, chunks written by the writer thread) writes the very
-    bytes rosbags' Writer.write writes, message by message: the same .mcap file and
-    metadata.yaml, across 1 MiB chunk closes, with out-of-order log times and a topic advertised
-    in the middle of a chunk."""
+def _sequence():
+    """Messages for the byte comparisons: IMU at 1 kHz, a 230 kB image every 40 ms, a topic
+    advertised mid-way, a few late stamps and two messages larger than a chunk (1.4 MB and 4.8 MB,
+    a point cloud's size), so that chunks exceed 1 MiB, one of them 4 MiB."""
     rng = np.random.default_rng(3)
     seq = []
     for k in range(1500):
@@ -207,22 +205,42 @@ def test_chunked_writes_give_the_same_bag_as_rosbags_writer(tmp_path, compressio
             seq.append(("/late", m.STRING, m.string("joined"), t))
         if k % 40 == 0:
             seq.append(("/cam", m.IMAGE, m.image(t, "cam", rng.integers(0, 255, (240, 320, 3), dtype=np.uint8)), t))
+        if k in (300, 1100):
+            rows = 480 if k == 300 else 1600
+            seq.append(("/big", m.IMAGE, m.image(t, "cam", rng.integers(0, 255, (rows, 1000, 3), dtype=np.uint8)), t))
+    return seq
+
+
+def _write_sequence(path, seq, compression, fast=True):
+    """The .mcap file's bytes and metadata.yaml's text of a bag of `seq`; fast=False: every
+    message through rosbags' Writer.write."""
+    with BagTransport(path, compression=compression) as bag:
+        assert bag._storage is not None        # rosbags here has what the chunk path needs
+        if not fast:
+            bag._storage = None                # every message through Writer.write
+        pubs = {}
+        for topic, typename, data, t in seq:
+            if topic not in pubs:
+                pubs[topic] = bag.advertise(topic, typename, qos.SENSOR)
+            bag.publish(pubs[topic], data, m.to_nanoseconds(t))
+    return next(path.glob("*.mcap")).read_bytes(), (path / "metadata.yaml").read_text()
+
+
+@pytest.mark.parametrize("compression", [None, "zstd"])
+def test_chunked_writes_give_the_same_bag_as_rosbags_writer(tmp_path, compression):
+    """The chunk path (parts in memory, chunks written by the writer thread) writes the very
+    bytes rosbags' Writer.write writes, message by message: the same .mcap file and
+    metadata.yaml, across 1 MiB chunk closes, with chunks larger than 4 MiB, out-of-order log
+    times, a topic advertised in the middle of a chunk and a last 4 KiB block that is not whole."""
+    seq = _sequence()
     out = {}
     for fast in (True, False):
         path = tmp_path / str(fast) / "bag"      # the same name: it is written into the bag
-        with BagTransport(path, compression=compression) as bag:
-            assert bag._storage is not None        # rosbags here has what the chunk path needs
-            if not fast:
-                bag._storage = None                # every message through Writer.write
-            pubs = {}
-            for topic, typename, data, t in seq:
-                if topic not in pubs:
-                    pubs[topic] = bag.advertise(topic, typename, qos.SENSOR)
-                bag.publish(pubs[topic], data, m.to_nanoseconds(t))
-        out[fast] = (next(path.glob("*.mcap")).read_bytes(), (path / "metadata.yaml").read_text())
+        out[fast] = _write_sequence(path, seq, compression, fast)
     assert out[True][0] == out[False][0]
     assert out[True][1] == out[False][1]
-    assert len(out[True][0]) > 3 << 20            # several chunks
+    assert len(out[True][0]) > (3 if compression else 8) << 20   # several chunks
+    assert len(out[True][0]) % 4096                                # a last partial block
 
 
 def test_a_failing_disk_is_one_clear_error_naming_the_bag(tmp_path):
