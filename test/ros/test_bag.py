@@ -1,5 +1,10 @@
 """BagTransport writes rosbag2 (MCAP, version 8) that an independent reader decodes message for
 message: mcap-ros2-support (Foxglove's Python decoder, which parses the embedded definitions)."""
+import errno
+import fcntl
+import mmap
+import os
+
 import numpy as np
 import pytest
 import yaml
@@ -8,6 +13,7 @@ from mbsim_ros.ros import messages as m
 from mbsim_ros.ros import qos
 
 mcap_reader = pytest.importorskip("mcap_ros2.reader", reason="mcap-ros2-support (test extra) not installed")
+from mbsim_ros.ros import bag as bagmod  # noqa: E402
 from mbsim_ros.ros.bag import BagTransport  # noqa: E402
 
 URDF = '<?xml version="1.0"?>\n<robot name="sr1"><link name="WAIST"/></robot>\n'
@@ -192,12 +198,10 @@ def test_bag_ignores_subscriptions(tmp_path):
         bag.advertise("/x", m.STRING)
 
 
-@pytest.mark.parametrize("compression", [None, "zstd"])
-def test_chunked_writes_give_the_same_bag_as_rosbags_writer(tmp_path, compression):
-    """The chunk path (parts in memory, chunks written by the writer thread) writes the very
-    bytes rosbags' Writer.write writes, message by message: the same .mcap file and
-    metadata.yaml, across 1 MiB chunk closes, with out-of-order log times and a topic advertised
-    in the middle of a chunk."""
+def _sequence():
+    """Messages for the byte comparisons: IMU at 1 kHz, a 230 kB image every 40 ms, a topic
+    advertised mid-way, a few late stamps and two messages larger than a chunk (1.4 MB and 4.8 MB,
+    a point cloud's size), so that chunks exceed 1 MiB and the 4 MiB staging buffer has to grow."""
     rng = np.random.default_rng(3)
     seq = []
     for k in range(1500):
@@ -207,34 +211,117 @@ def test_chunked_writes_give_the_same_bag_as_rosbags_writer(tmp_path, compressio
             seq.append(("/late", m.STRING, m.string("joined"), t))
         if k % 40 == 0:
             seq.append(("/cam", m.IMAGE, m.image(t, "cam", rng.integers(0, 255, (240, 320, 3), dtype=np.uint8)), t))
+        if k in (300, 1100):
+            rows = 480 if k == 300 else 1600
+            seq.append(("/big", m.IMAGE, m.image(t, "cam", rng.integers(0, 255, (rows, 1000, 3), dtype=np.uint8)), t))
+    return seq
+
+
+def _write_sequence(path, seq, compression, fast=True):
+    """The .mcap file's bytes and metadata.yaml's text of a bag of `seq`; fast=False: every
+    message through rosbags' Writer.write."""
+    with BagTransport(path, compression=compression) as bag:
+        assert bag._storage is not None        # rosbags here has what the chunk path needs
+        if not fast:
+            bag._storage = None                # every message through Writer.write
+        pubs = {}
+        for topic, typename, data, t in seq:
+            if topic not in pubs:
+                pubs[topic] = bag.advertise(topic, typename, qos.SENSOR)
+            bag.publish(pubs[topic], data, m.to_nanoseconds(t))
+    return next(path.glob("*.mcap")).read_bytes(), (path / "metadata.yaml").read_text()
+
+
+def _refuse_direct_open(name):
+    raise OSError(errno.EINVAL, "Invalid argument")
+
+
+def _refuse_direct_write(fd, data, offset):
+    raise OSError(errno.EINVAL, "Invalid argument")
+
+
+@pytest.mark.parametrize("compression", [None, "zstd"])
+@pytest.mark.parametrize("mode", ["as-is", "no-direct-open", "no-direct-write"])
+def test_chunked_writes_give_the_same_bag_as_rosbags_writer(tmp_path, monkeypatch, compression, mode):
+    """The chunk path (parts in memory, chunks written by the writer thread, with O_DIRECT where
+    the file system has it) writes the very bytes rosbags' Writer.write writes, message by
+    message: the same .mcap file and metadata.yaml, across 1 MiB chunk closes, with chunks
+    larger than the staging buffer, out-of-order log times, a topic advertised in the middle of
+    a chunk and a last block that is not whole. The same where O_DIRECT is refused: at open
+    (tmpfs and the like) or at the first write (buffered writes instead)."""
+    seq = _sequence()
     out = {}
     for fast in (True, False):
         path = tmp_path / str(fast) / "bag"      # the same name: it is written into the bag
-        with BagTransport(path, compression=compression) as bag:
-            assert bag._storage is not None        # rosbags here has what the chunk path needs
-            if not fast:
-                bag._storage = None                # every message through Writer.write
-            pubs = {}
-            for topic, typename, data, t in seq:
-                if topic not in pubs:
-                    pubs[topic] = bag.advertise(topic, typename, qos.SENSOR)
-                bag.publish(pubs[topic], data, m.to_nanoseconds(t))
-        out[fast] = (next(path.glob("*.mcap")).read_bytes(), (path / "metadata.yaml").read_text())
+        with monkeypatch.context() as mp:
+            if fast and mode == "no-direct-open":
+                mp.setattr(bagmod, "_open_direct", _refuse_direct_open)
+            if fast and mode == "no-direct-write":
+                mp.setattr(bagmod, "_pwrite", _refuse_direct_write)
+            out[fast] = _write_sequence(path, seq, compression, fast)
     assert out[True][0] == out[False][0]
     assert out[True][1] == out[False][1]
-    assert len(out[True][0]) > 3 << 20            # several chunks
+    assert len(out[True][0]) > (3 if compression else 8) << 20   # several chunks
+    assert len(out[True][0]) % 4096                                # a last partial block
 
 
-def test_a_failing_disk_is_one_clear_error_naming_the_bag(tmp_path):
+def _direct_io_supported(directory):
+    """None if an O_DIRECT file in `directory` takes an aligned 4 KiB write, else why not."""
+    if not hasattr(os, "O_DIRECT"):
+        return "no os.O_DIRECT on this platform"
+    probe = directory / "odirect-probe"
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_DIRECT, 0o644)
+    except OSError as e:
+        return f"O_DIRECT open refused in {directory}: {e}"
+    try:
+        buf = mmap.mmap(-1, 4096)
+        os.pwrite(fd, buf, 0)
+    except OSError as e:
+        return f"O_DIRECT write refused in {directory}: {e}"
+    finally:
+        os.close(fd)
+        probe.unlink()
+    return None
+
+
+def test_chunks_go_through_o_direct_where_the_file_system_has_it(tmp_path, monkeypatch):
+    """Where the test directory's file system takes O_DIRECT writes, the chunks are written with
+    it (whole 4 KiB blocks at block offsets), and the bag is still rosbags' bytes."""
+    why_not = _direct_io_supported(tmp_path)
+    if why_not is not None:
+        pytest.skip(why_not)
+    writes = []
+
+    def pwrite(fd, data, offset):
+        assert os.O_DIRECT & fcntl.fcntl(fd, fcntl.F_GETFL)      # the O_DIRECT descriptor
+        writes.append((offset, len(data)))
+        return os.pwrite(fd, data, offset)
+    monkeypatch.setattr(bagmod, "_pwrite", pwrite)
+    seq = _sequence()[:1200]
+    direct = _write_sequence(tmp_path / "direct" / "bag", seq, None)
+    monkeypatch.undo()
+    assert direct == _write_sequence(tmp_path / "rosbags" / "bag", seq, None, fast=False)
+    assert len(writes) >= 5
+    assert all(offset % 4096 == 0 and n % 4096 == 0 for offset, n in writes)
+    # the direct writes cover the file but for its last partial block (and the summary)
+    assert writes[0][0] == 0 and sum(n for _, n in writes) > len(direct[0]) - (64 << 10)
+
+
+@pytest.mark.parametrize("mode", ["as-is", "no-direct-open"])
+def test_a_failing_disk_is_one_clear_error_naming_the_bag(tmp_path, monkeypatch, mode):
     """A chunk write that fails (here: no space left) on the writer thread is raised to the
-    recording thread, at the next chunk or at close, as one OSError that names the bag."""
-    import errno
+    recording thread, at the next chunk or at close, as one OSError that names the bag: with
+    O_DIRECT writes and with buffered ones."""
     path = tmp_path / "bag"
+
+    def full(*args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    if mode == "no-direct-open":
+        monkeypatch.setattr(bagmod, "_open_direct", _refuse_direct_open)
+    monkeypatch.setattr(bagmod, "_pwrite", full)
     bag = BagTransport(path)
     pub = bag.advertise("/cam", m.IMAGE, qos.SENSOR)
-
-    def full(data):
-        raise OSError(errno.ENOSPC, "No space left on device")
     bag._storage.bio.write = full
     image = m.image(1.0, "cam", np.zeros((480, 640, 3), np.uint8))   # 0.9 MB: a chunk every two
     with pytest.raises(OSError, match=f"writing the bag {path}: .*No space left on device"):
