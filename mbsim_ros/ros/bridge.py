@@ -177,6 +177,7 @@ class JointController:
         sim.tau = tau
 
 
+_KINEMATIC = frozenset(("accelerometer", "gyro", "force"))
 _FIXED_KEYS = ("clock", "tf", "tf_static", "diagnostics", "joint_states", "actuator_controls/state")
 
 
@@ -608,7 +609,8 @@ class Bridge:
         return ns
 
     def template(self, key, make, source=None):
-        """The CDR template of publication `key`, made by make() on first use and again when
+        """The CDR template of publication `key` (a kinematic sensor's: its bound fill, see
+        _kinematic_fill), made by make() on first use and again when
         `source` (what its layout comes from: the names, the TF layout, the device) is another
         object than last time: a world change lays the world out anew while the publisher may
         still be writing steps collected before it."""
@@ -620,7 +622,9 @@ class Bridge:
     def _write(self, work):
         for item in work:
             kind = item[0]
-            if kind == "clock":
+            if kind == "reading":                  # the most frequent: a sensor's reading
+                self._write_reading(item[1], item[2], item[3])
+            elif kind == "clock":
                 ns = self._ns(item[1])
                 self._send_ns("clock", self.template("clock", tpl.ClockTemplate).fill(ns), ns)
             elif kind == "joint_states":
@@ -639,8 +643,6 @@ class Bridge:
                 ns = self._ns(t)
                 tmpl = self.template("tf", lambda: tpl.TfTemplate(layout[0]), layout)
                 self._send_ns("tf", tmpl.fill(ns, R, p, *layout[1:]), ns)
-            elif kind == "reading":
-                self._write_reading(item[1], item[2], item[3])
             elif kind == "imu":
                 _, topic, acc, gyro, ra, rg = item
                 g = rg.values if rg is not None and abs(rg.stamp - ra.stamp) < 1e-9 else None
@@ -652,23 +654,31 @@ class Bridge:
             elif kind == "diagnostics":
                 self._send("diagnostics", msg.diagnostics(item[1], self._statuses(item[2]())), item[1])
 
+    def _kinematic_fill(self, dev, frame):
+        """fill(ns, values) -> bytes of an accelerometer's or gyro's Imu, or a force sensor's
+        WrenchStamped: its template bound once (these publish at up to every step)."""
+        if dev.kind == "force":
+            return tpl.WrenchTemplate(frame).fill
+        accel = dev.kind == "accelerometer"
+        tmpl = tpl.ImuTemplate(frame, accel=accel, gyro=not accel,
+                               accel_variance=dev.variance if accel else (0.0,) * 3,
+                               gyro_variance=(0.0,) * 3 if accel else dev.variance)
+        fill = tmpl.fill
+        return (lambda ns, values: fill(ns, values, None)) if accel else (lambda ns, values: fill(ns, None, values))
+
     def _write_reading(self, dev, r, suffix=""):
         """suffix: "" for the sensor's topic, "/sim" for the simulated value beside a real device."""
-        frame, stamp, key = self.frame(r.frame), r.stamp, dev.name + suffix
+        key = dev.name + suffix
+        if dev.kind in _KINEMATIC:
+            if self.wanted.get(key, False):
+                fill = self.template(key, lambda: self._kinematic_fill(dev, self.frame(r.frame)), dev)
+                ns = self._ns(r.stamp)
+                self._send_ns(key, fill(ns, r.values), ns)
+            return
+        frame, stamp = self.frame(r.frame), r.stamp
         wanted, template, send = self.wanted, self.template, self._send_ns
         ns = self._ns(stamp)
-        if dev.kind in ("accelerometer", "gyro"):
-            if wanted.get(key, False):
-                accel = dev.kind == "accelerometer"
-                tmpl = template(key, lambda: tpl.ImuTemplate(
-                    frame, accel=accel, gyro=not accel,
-                    accel_variance=dev.variance if accel else (0.0,) * 3,
-                    gyro_variance=(0.0,) * 3 if accel else dev.variance), dev)
-                send(key, tmpl.fill(ns, r.values, None) if accel else tmpl.fill(ns, None, r.values), ns)
-        elif dev.kind == "force":
-            if wanted.get(key, False):
-                send(key, template(key, lambda: tpl.WrenchTemplate(frame), dev).fill(ns, r.values), ns)
-        elif dev.kind == "range":
+        if dev.kind == "range":
             if wanted.get(key, False):
                 tmpl = template(key, lambda: tpl.LaserScanTemplate(
                     frame, len(r.values), dev.angle_min, dev.angle_increment, dev.angle_max, dev.range_min,
