@@ -558,7 +558,7 @@ class Bridge:
         """Every reading made visible since the last look, each once, in order, as work items
         (frames from a render thread may arrive several at a time)."""
         hil_ = self.hil
-        readings = sim.readings()
+        readings = sim.readings()     # every device's first (a merged Imu looks at its gyro's)
         for name, newest in readings.items():
             last = self._last.get(name)
             if last is newest:

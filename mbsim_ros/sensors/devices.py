@@ -247,7 +247,7 @@ class Device:
         if shown and shown[-1] is reading:
             return []
         if len(shown) < 2 or shown[-2] is reading:
-            return list(shown)[-1:]
+            return [shown[-1]] if shown else []
         items = list(shown)
         for k in range(len(items) - 1, -1, -1):
             if items[k] is reading:
