@@ -2,7 +2,6 @@
 is on sys.path where the test runs, and Dask's spawned workers inherit sys.path)."""
 import os
 import signal
-import time
 
 import numpy as np
 
@@ -61,10 +60,3 @@ def wave(world, amplitude=0.3):
 def die_always(world):
     """Kill this worker process every time: a scenario no worker survives."""
     os.kill(os.getpid(), signal.SIGKILL)
-
-
-def pause(sig, seconds=0.1):
-    """A metric that takes `seconds` of wall time (and reads 0): a batch lasts at least that long
-    per scenario, however fast the machine simulates."""
-    time.sleep(seconds)
-    return 0.0
