@@ -297,7 +297,12 @@ def test_ctrl_c_keeps_the_finished_rows_and_resume_runs_the_rest(tmp_path):
     out = tmp_path / "out"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
     command = [sys.executable, "-m", "mbsim_ros.cli", "batch", str(spec_path), "-o", str(out), "--workers", "0", "--quiet"]
-    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # SIGINT as an interactive Ctrl-C delivers it: a test run started in the background by a
+    # non-interactive shell has SIGINT ignored, which the child would inherit (and then finish
+    # the batch with status 0); Python installs its KeyboardInterrupt handler only over the default
+    interactive = [sys.executable, "-c", "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+                   "sys.argv = ['mbsim'] + sys.argv[1:]; runpy.run_module('mbsim_ros.cli', run_name='__main__')"]
+    proc = subprocess.Popen(interactive + command[3:], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 300
     while not any((out / "parts").glob("part-*.parquet")) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.1)
