@@ -55,7 +55,9 @@ def test_effort_commands_and_bad_lines_are_counted(tmp_path):
     try:
         wait_for(lambda: reader.link.connected, what="the node to open the pty")
         pty.write(b"1.5\n\xff\xfe\n1,2\nnan\n2.5\r\n")
-        wait_for(lambda: reader.lines == 5, what="five lines")
+        iv = bridge.dof_v[bridge.dof_names.index("RARM_ELBOW")]
+        # the last line applied, not only counted (a line is counted before it is handled)
+        wait_for(lambda: reader.lines == 5 and bridge.controller.effort[iv] == 2.5, what="five lines, the last applied")
         run(sim, bridge, 1)
         assert sim.tau[bridge.dof_v[bridge.dof_names.index("RARM_ELBOW")]] == pytest.approx(2.5)
         level, message, values = status(bridge, f"mbsim: commands {port}")

@@ -60,6 +60,8 @@ def test_scip2_emulation_read_by_our_scip2_parser_gives_back_the_simulated_scan(
             np.testing.assert_array_equal(s.values[~finite], expected[~finite])
             assert len(s.values) == len(dev.angles)
         assert hits > 100                                  # the scan sees the floor and the world, not only +inf
+        # the emulator counts a frame once its write returned, which may be after the host read it
+        wait_for(lambda: status(bridge, "mbsim: emulate ChestRange")[2]["frames"] >= 6, what="the frame count")
         values = status(bridge, "mbsim: emulate ChestRange")[2]
         assert values["frames"] == 6 and values["dropped"] == 0 and values["replies"] >= 2       # SCIP2.0 QT PP, then MD
     finally:
@@ -127,7 +129,9 @@ def test_an_accelerometer_and_a_gyro_on_one_port_are_one_emulated_xsens_mti(tmp_
         # float64 on the wire: exact but for cos(pi)'s 1e-16 in the rotation
         np.testing.assert_allclose([s.values for s in acc.samples[-20:]], [flip @ a for a, _ in sent], atol=1e-12)
         np.testing.assert_array_equal([s.values for s in gyro_samples[-20:]], [g for _, g in sent])
-        assert status(bridge, "mbsim: emulate WaistAccelSensor+WaistGyro")[2]["frames"] >= 20
+        # counted once the write returned, which may be after the host read the frame
+        wait_for(lambda: status(bridge, "mbsim: emulate WaistAccelSensor+WaistGyro")[2]["frames"] >= 20,
+                 what="the frame count to reach the 20 frames the host read")
     finally:
         bridge.close()
         pty.close()
