@@ -340,9 +340,9 @@ class Runner:
         # the garbage collector's passes during the run stay short: the garbage of loading and
         # compiling goes now, not in a pass in the physics thread (one such gen-1 pass took
         # 2.4 ms there), and what lives now is frozen out of full passes (44 ms here) until the
-        # run ends; a steady run makes no cyclic garbage of its own
+        # run ends (frozen just before the loop, whose end unfreezes it); a steady run makes no
+        # cyclic garbage of its own
         gc.collect(1)
-        gc.freeze()
         dt = float(sim.dt)
         remaining = None if duration is None else max(0, int(round(float(duration) / dt)))
         with self._cv:
@@ -360,6 +360,7 @@ class Runner:
             self.os_status = apply_os_scheduling(self.realtime_priority, self.cpu)
             if not self.os_status.startswith(("SCHED", "pinned")):
                 _log.warning(self.os_status)
+        gc.freeze()
         try:
             self._loop(sim, dt, remaining)
         except _Stop:

@@ -289,6 +289,16 @@ def test_garbage_from_before_the_run_is_collected_before_its_first_step_and_the_
     assert gc.get_freeze_count() == 0
 
 
+def test_a_refused_run_leaves_the_heap_unfrozen(sim):
+    """run() on a runner already running raises, and freezes nothing on its way out."""
+    import gc
+    runner = Runner(sim, rtf=0)
+    runner._running = True               # as while another thread's run() is stepping
+    with pytest.raises(RuntimeError, match="already running"):
+        runner.run(duration=0.01)
+    assert gc.get_freeze_count() == 0
+
+
 def test_collect_garbage_during_a_run_frees_cycles_among_frozen_objects(sim):
     """A world change during a run may leave cycles among the objects run() froze: Runner.
     collect_garbage (called by Session after a spawn or delete) collects them and freezes again."""
