@@ -107,7 +107,7 @@ class CostSplit:
         self._inner = threading.local()
         self.patches = [(dyn.Simulation, "step", "physics"), (sens.Simulation, "_sample", "sensors"),
                         (bridge.Bridge, "on_step", "messages"), (bridge.Bridge, "_write", "messages"),
-                        (bag.BagTransport, "publish", "bag"), (bag._ChunkWriter, "_write", "bag"),
+                        (bag.BagTransport, "publish_many", "bag"), (bag._ChunkWriter, "_write", "bag"),
                         (bag.BagTransport, "_close", "bag")]
         self.originals = [(cls, name, getattr(cls, name)) for cls, name, _ in self.patches]
         for cls, name, part in self.patches:

@@ -117,30 +117,39 @@ class BagTransport(Transport):
     def publish(self, handle: Publisher, data: bytes, stamp_ns: int = 0) -> None:
         """Into the pending chunk (as rosbags' Writer.write, without its per-message writes);
         a chunk past 1 MiB goes to the chunk writer thread."""
-        n = len(data)
-        handle.messages += 1
-        handle.bytes += n
-        ts = int(stamp_ns)
+        self.publish_many(((handle, data, stamp_ns),))
+
+    def publish_many(self, messages) -> None:
         if self._storage is None:
-            self._write(handle.impl, ts, data)
+            for handle, data, stamp_ns in messages:
+                handle.messages += 1
+                handle.bytes += len(data)
+                self._write(handle.impl, int(stamp_ns), data)
             return
-        cid = handle.impl.id
+        pack, parts, span = _MESSAGE_RECORD.pack, self._parts, self._time
         with self._lock:
-            entry = self._index.get(cid)
-            if entry is None:
-                entry = self._index[cid] = ([], [])
-            entry[0].append(ts)
-            entry[1].append(self._size)
-            self._parts.append(_MESSAGE_RECORD.pack(5, 22 + n, cid, 0, ts, ts))
-            self._parts.append(data)
-            self._size += 31 + n
-            span = self._time
-            if ts < span[0]:
-                span[0] = ts
-            if ts > span[1]:
-                span[1] = ts
-            if self._size > _CHUNK_LIMIT:
-                self._write_chunk()
+            index = self._index
+            for handle, data, stamp_ns in messages:
+                n = len(data)
+                handle.messages += 1
+                handle.bytes += n
+                ts = int(stamp_ns)
+                cid = handle.impl.id
+                entry = index.get(cid)
+                if entry is None:
+                    entry = index[cid] = ([], [])
+                entry[0].append(ts)
+                entry[1].append(self._size)
+                parts.append(pack(5, 22 + n, cid, 0, ts, ts))
+                parts.append(data)
+                self._size += 31 + n
+                if ts < span[0]:
+                    span[0] = ts
+                if ts > span[1]:
+                    span[1] = ts
+                if self._size > _CHUNK_LIMIT:
+                    self._write_chunk()
+                    parts, span, index = self._parts, self._time, self._index
 
     def _write_chunk(self) -> None:
         """Hand the pending chunk to the chunk writer thread and start a new one; the counts and

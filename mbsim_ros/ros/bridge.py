@@ -217,6 +217,8 @@ class Bridge:
         self._last = {}
         self.pubs = {}
         self.templates = {}                 # publication key -> its CDR template (built on first use)
+        self._batch = []                    # the messages _write fills, for the transport at once
+        self._kinematic_writers = {}        # device name -> (device, its writer: _kinematic_writer)
         self._stamp = (None, 0)             # (seconds, nanoseconds) of the last stamp converted
         self.wanted = {}                    # publication key -> someone subscribes (lazy publishing)
         self.errors = []
@@ -465,9 +467,9 @@ class Bridge:
                                           self.config.get("command_interfaces"))
         self.controller.adopt(old_controller)
         self._advertise_models()
-        for name in list(self._last):
-            if name not in self.sim.devices:
-                del self._last[name]
+        for seen in (self._last, self._kinematic_writers):
+            for name in [n for n in seen if n not in self.sim.devices]:
+                del seen[name]
         self.refresh_subscribers()         # the new topics' subscribers; new sensors idle if none
 
     def close(self):
@@ -576,6 +578,11 @@ class Bridge:
                     real = hil_.real_value(name, r, t)
                     if real is not None:
                         work.append(("reading", dev, Reading(r.stamp, r.frame, real), ""))
+                elif dev.kind in _KINEMATIC:     # the most frequent: its writer, bound once
+                    writer = self._kinematic_writers.get(name)
+                    if writer is None or writer[0] is not dev:
+                        writer = self._kinematic_writers[name] = (dev, self._kinematic_writer(dev, name))
+                    work.append((writer[1], r))
                 else:
                     work.append(("reading", dev, r, ""))
                 if hil_ is not None and name in hil_.emulators:
@@ -590,14 +597,13 @@ class Bridge:
             self.publish_job(lambda: self._write(work))
 
     def _send(self, key, data, stamp):
-        handle = self.pubs.get(key)
-        if handle is not None:       # None: its model was deleted after this step was collected
-            self.transport.publish(handle, data, msg.to_nanoseconds(stamp))
+        self._send_ns(key, data, msg.to_nanoseconds(stamp))
 
     def _send_ns(self, key, data, ns):
+        """Into the batch that _write hands to the transport at once (publishing thread only)."""
         handle = self.pubs.get(key)
         if handle is not None:       # None: its model was deleted after this step was collected
-            self.transport.publish(handle, data, ns)
+            self._batch.append((handle, data, ns))
 
     def _ns(self, t):
         """msg.to_nanoseconds(t), converted once per instant (a step's messages share stamps);
@@ -620,9 +626,20 @@ class Bridge:
         return entry[1]
 
     def _write(self, work):
+        self._batch = batch = []
+        try:
+            self._fill(work)
+        finally:
+            if batch:
+                self.transport.publish_many(batch)
+
+    def _fill(self, work):
+        """Each work item's messages, filled, into self._batch."""
         for item in work:
             kind = item[0]
-            if kind == "reading":                  # the most frequent: a sensor's reading
+            if kind.__class__ is not str:          # the most frequent: a kinematic sensor's writer
+                kind(item[1])
+            elif kind == "reading":
                 self._write_reading(item[1], item[2], item[3])
             elif kind == "clock":
                 ns = self._ns(item[1])
@@ -666,14 +683,25 @@ class Bridge:
         fill = tmpl.fill
         return (lambda ns, values: fill(ns, values, None)) if accel else (lambda ns, values: fill(ns, None, values))
 
+    def _kinematic_writer(self, dev, key):
+        """write(reading): a kinematic sensor's message on publication `key` (its topic, or its
+        "/sim" topic beside a real device) into the batch, if someone wants it."""
+        fill = self._kinematic_fill(dev, self.frame(dev.frame))
+
+        def write(r):
+            if self.wanted.get(key, False):
+                handle = self.pubs.get(key)
+                if handle is not None:       # None: its model was deleted after this step was collected
+                    ns = self._ns(r.stamp)
+                    self._batch.append((handle, fill(ns, r.values), ns))
+        return write
+
     def _write_reading(self, dev, r, suffix=""):
         """suffix: "" for the sensor's topic, "/sim" for the simulated value beside a real device."""
         key = dev.name + suffix
         if dev.kind in _KINEMATIC:
-            if self.wanted.get(key, False):
-                fill = self.template(key, lambda: self._kinematic_fill(dev, self.frame(r.frame)), dev)
-                ns = self._ns(r.stamp)
-                self._send_ns(key, fill(ns, r.values), ns)
+            fill = self.template(key, lambda: self._kinematic_writer(dev, key), dev)
+            fill(r)
             return
         frame, stamp = self.frame(r.frame), r.stamp
         wanted, template, send = self.wanted, self.template, self._send_ns

@@ -123,6 +123,13 @@ class Transport:
         (bags), else unused."""
         raise NotImplementedError
 
+    def publish_many(self, messages) -> None:
+        """publish(handle, data, stamp_ns) for each (handle, data, stamp_ns) in order: a step's
+        messages at once (a bag records them under one lock)."""
+        publish = self.publish
+        for handle, data, stamp_ns in messages:
+            publish(handle, data, stamp_ns)
+
     def subscribe(self, topic: str, typename: str, callback, qos: QoS = DEFAULT) -> Subscription:
         """Call `callback(bytes)` for each message received on `topic` (one subscription per topic)."""
         self._check_open()

@@ -274,7 +274,7 @@ class Simulation(dynamics.Simulation):
         out = {}
         t = self.t
         for name, d in self.devices.items():
-            r = d.visible(t)
+            r = d.visible(t) if d.pending else d.latest      # (most have nothing pending: no call)
             if r is not None:
                 out[name] = r
         return out

@@ -217,18 +217,27 @@ def _sequence():
     return seq
 
 
-def _write_sequence(path, seq, compression, fast=True):
+def _write_sequence(path, seq, compression, fast=True, batch=1):
     """The .mcap file's bytes and metadata.yaml's text of a bag of `seq`; fast=False: every
-    message through rosbags' Writer.write."""
+    message through rosbags' Writer.write; batch: messages per publish_many call (1: publish)."""
     with BagTransport(path, compression=compression) as bag:
         assert bag._storage is not None        # rosbags here has what the chunk path needs
         if not fast:
             bag._storage = None                # every message through Writer.write
-        pubs = {}
+        pubs, pending = {}, []
         for topic, typename, data, t in seq:
             if topic not in pubs:
+                bag.publish_many(pending)      # a topic is advertised between two batches
+                pending = []
                 pubs[topic] = bag.advertise(topic, typename, qos.SENSOR)
-            bag.publish(pubs[topic], data, m.to_nanoseconds(t))
+            if batch == 1:
+                bag.publish(pubs[topic], data, m.to_nanoseconds(t))
+            else:
+                pending.append((pubs[topic], data, m.to_nanoseconds(t)))
+                if len(pending) == batch:
+                    bag.publish_many(pending)
+                    pending = []
+        bag.publish_many(pending)
     return next(path.glob("*.mcap")).read_bytes(), (path / "metadata.yaml").read_text()
 
 
@@ -241,14 +250,15 @@ def _refuse_direct_write(fd, data, offset):
 
 
 @pytest.mark.parametrize("compression", [None, "zstd"])
-@pytest.mark.parametrize("mode", ["as-is", "no-direct-open", "no-direct-write"])
+@pytest.mark.parametrize("mode", ["as-is", "no-direct-open", "no-direct-write", "batches"])
 def test_chunked_writes_give_the_same_bag_as_rosbags_writer(tmp_path, monkeypatch, compression, mode):
     """The chunk path (parts in memory, chunks written by the writer thread, with O_DIRECT where
     the file system has it) writes the very bytes rosbags' Writer.write writes, message by
     message: the same .mcap file and metadata.yaml, across 1 MiB chunk closes, with chunks
     larger than the staging buffer, out-of-order log times, a topic advertised in the middle of
     a chunk and a last block that is not whole. The same where O_DIRECT is refused: at open
-    (tmpfs and the like) or at the first write (buffered writes instead)."""
+    (tmpfs and the like) or at the first write (buffered writes instead), and with the messages
+    given 7 at a time to publish_many (a chunk closes inside a batch)."""
     seq = _sequence()
     out = {}
     for fast in (True, False):
@@ -258,7 +268,7 @@ def test_chunked_writes_give_the_same_bag_as_rosbags_writer(tmp_path, monkeypatc
                 mp.setattr(bagmod, "_open_direct", _refuse_direct_open)
             if fast and mode == "no-direct-write":
                 mp.setattr(bagmod, "_pwrite", _refuse_direct_write)
-            out[fast] = _write_sequence(path, seq, compression, fast)
+            out[fast] = _write_sequence(path, seq, compression, fast, 7 if fast and mode == "batches" else 1)
     assert out[True][0] == out[False][0]
     assert out[True][1] == out[False][1]
     assert len(out[True][0]) > (3 if compression else 8) << 20   # several chunks

@@ -16,6 +16,7 @@ from mbsim_ros.cli import main
 from mbsim_ros.ros import messages as msg
 from mbsim_ros.ros.config import DEFAULTS, load_config
 from mbsim_ros.ros.node import config_from_parameters
+from mbsim_ros.ros.transport import NullTransport
 
 try:     # the DDS test's fixtures: an independent cyclonedds process, a fresh domain id
     from test_dds import domain, helpers  # noqa: F401
@@ -242,23 +243,15 @@ def test_config_sim_yaml_documents_every_setting_at_its_default():
         assert f"\n{key}:" in "\n" + text
 
 
-class Capture:
+class Capture(NullTransport):
     """A transport that keeps what is published: {topic: [decoded message]}."""
 
     def __init__(self):
-        from mbsim_ros.ros.transport import NullTransport
-        self.inner = NullTransport()
+        super().__init__()
         self.got = defaultdict(list)
-
-    def advertise(self, topic, typename, qos=None):
-        h = self.inner.advertise(topic, typename, qos) if qos else self.inner.advertise(topic, typename)
-        return h
 
     def publish(self, handle, data, stamp_ns=0):
         self.got[handle.topic].append(msg.decode(data, handle.typename))
-
-    def subscribe(self, *args, **kw):
-        return self.inner.subscribe(*args, **kw)
 
 
 def test_merge_imu_and_frame_prefix():

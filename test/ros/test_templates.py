@@ -186,10 +186,21 @@ def test_tf_quaternion_is_shepperd_near_180_degrees():
 
 
 def reference_write(bridge, work):
-    """What Bridge._write did before templates: rosbags message objects via messages.*."""
+    """What Bridge._write did before templates: rosbags message objects via messages.*, handed
+    to the transport as Bridge._write hands them (bridge._send batches)."""
+    bridge._batch = []
+    reference_fill(bridge, work)
+    bridge.transport.publish_many(bridge._batch)
+
+
+def reference_fill(bridge, work):
     msg = m
     for item in work:
         kind = item[0]
+        if callable(kind):        # a kinematic sensor's bound writer: its reading, on its own topic
+            dev = next(d for d, writer in bridge._kinematic_writers.values() if writer is kind)
+            item = ("reading", dev, item[1], "")
+            kind = "reading"
         if kind == "clock":
             bridge._send("clock", msg.clock(item[1]), item[1])
         elif kind == "joint_states":
