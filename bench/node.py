@@ -19,7 +19,10 @@ Prints, each from its own run:
 - the machine's own floor in the same minutes: a bare loop in a process of its own, paced as the
   runner paces (sleep until 0.2 ms before each 1 ms deadline, then spin), at one priority level
   above the physics thread, running beside the rtf 1 run. No code paced on this machine can be
-  less late than that loop (on this 2-core VM it was woken up to 5-8 ms late on some days).
+  less late than that loop (on this 2-core VM it was woken up to 5-8 ms late on some days);
+- the machine's floor for recording the bag's bytes: one copy and an O_DIRECT write per byte,
+  timed on as many bytes per step as the instrumented run recorded (camera images make most of
+  them): the part of "bag" that no code can avoid.
 """
 import argparse
 import json
@@ -30,6 +33,9 @@ import threading
 import time
 import warnings
 from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
 
 
 def session_for(rtf, bag_dir, extra=None, seconds=60.0):
@@ -92,6 +98,37 @@ def start_pacing_floor(seconds, priority, cpu):
     import subprocess
     return subprocess.Popen([sys.executable, "-c", _PACING_FLOOR, str(seconds), str(priority),
                              str(-1 if cpu is None else cpu)], stdout=subprocess.PIPE, text=True)
+
+
+def recording_floor(directory, mib=64):
+    """CPU us per MiB that recording bytes costs at least on this machine: one copy of bytes the
+    producer just touched into a page-aligned buffer and an O_DIRECT write of it (the bag's
+    writer does both; no Python per message), over `mib` MiB of sources (more than the caches
+    hold). None where the file system refuses O_DIRECT."""
+    import mmap
+    MiB = 1 << 20
+    sources = [np.full(MiB, k, np.uint8) for k in range(mib)]
+    staging = np.frombuffer(mmap.mmap(-1, MiB), np.uint8)
+    path = os.path.join(directory, "recording-floor")
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_DIRECT, 0o644)
+    except (OSError, AttributeError):
+        return None
+    try:
+        cpu = 0.0
+        for k in range(2 * mib):
+            source = sources[k % mib]
+            source[::4096] += 1                    # touched by its producer, as a new frame is
+            t0 = time.thread_time()
+            staging[:] = source
+            os.pwrite(fd, staging, (k % mib) * MiB)
+            cpu += time.thread_time() - t0
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+        os.unlink(path)
+    return 1e6 * cpu / (2 * mib)
 
 
 class CostSplit:
@@ -171,6 +208,8 @@ def main():
             timed, _, _, _, _, _ = run(min(args.seconds, 5.0), 0, os.path.join(tmp, "split"))
         finally:
             split.restore()
+        floor_per_mib = recording_floor(tmp)
+        recorded = sum(p.stat().st_size for p in Path(tmp, "split").glob("*.mcap"))
     load_after = os.getloadavg()
     steps = real["steps"]
     print(f"bench/node.py: bundled SR1 world, every sensor at its rate, joint_states 1 kHz, recording a bag; "
@@ -196,6 +235,12 @@ def main():
           + ", ".join(f"{k} {per.get(k, 0.0):.1f} us" for k in ("physics", "sensors", "messages", "bag"))
           + f"; total {total:.1f} us; messages + bag = {100 * (per.get('messages', 0) + per.get('bag', 0)) / per['physics']:.0f} % "
           f"of physics")
+    per_step_mib = recorded / 2**20 / timed["steps"]
+    if floor_per_mib is not None:
+        floor_us = floor_per_mib * per_step_mib
+        print(f"the machine's floor for recording {1024 * per_step_mib:.1f} KiB a step (the bag's size over the "
+              f"steps): one copy and an O_DIRECT write, {floor_per_mib:.0f} us CPU per MiB, = {floor_us:.1f} us "
+              f"a step, {100 * floor_us / per['physics']:.0f} % of physics")
     goals = [("p99 < 0.5 ms", real["lateness_p99_ms"] < 0.5), ("max < 2 ms", real["lateness_max_ms"] < 2.0),
              ("overruns < 0.1 %", real["overruns"] < 0.001 * steps), ("rtf 0 >= 6x", fast["rtf"] >= 6.0),
              ("messages + bag < 20 % of physics", per.get("messages", 0) + per.get("bag", 0) < 0.2 * per["physics"])]
