@@ -69,6 +69,7 @@ class BagTransport(Transport):
     """
 
     kind = "bag"
+    takes_parts = True         # an image's pixels go into the chunk as they are
 
     def __init__(self, path, compression: str | None = None, ros_distro: str = "jazzy"):
         super().__init__()
@@ -122,6 +123,8 @@ class BagTransport(Transport):
     def publish_many(self, messages) -> None:
         if self._storage is None:
             for handle, data, stamp_ns in messages:
+                if data.__class__ is tuple:
+                    data = b"".join(data)
                 handle.messages += 1
                 handle.bytes += len(data)
                 self._write(handle.impl, int(stamp_ns), data)
@@ -130,7 +133,8 @@ class BagTransport(Transport):
         with self._lock:
             index = self._index
             for handle, data, stamp_ns in messages:
-                n = len(data)
+                whole = data.__class__ is not tuple
+                n = len(data) if whole else sum(map(len, data))
                 handle.messages += 1
                 handle.bytes += n
                 ts = int(stamp_ns)
@@ -141,7 +145,10 @@ class BagTransport(Transport):
                 entry[0].append(ts)
                 entry[1].append(self._size)
                 parts.append(pack(5, 22 + n, cid, 0, ts, ts))
-                parts.append(data)
+                if whole:
+                    parts.append(data)
+                else:
+                    parts += data
                 self._size += 31 + n
                 if ts < span[0]:
                     span[0] = ts

@@ -719,7 +719,7 @@ class Bridge:
 
             def image(key, pixels):
                 tmpl = template(key, lambda: tpl.ImageTemplate(frame, *pixels.shape[:2], *msg.image_encoding(pixels)), dev)
-                return tmpl.fill(ns, pixels)
+                return tmpl.parts(ns, pixels) if self.transport.takes_parts else tmpl.fill(ns, pixels)
             color, depth = r.values.color, r.values.depth
             name = dev.name
             if color is not None:

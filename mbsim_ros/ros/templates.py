@@ -289,10 +289,16 @@ class ImageTemplate(Template):
 
     def fill(self, ns, pixels) -> bytes:
         """pixels: a C-contiguous little-endian array of exactly the image's bytes."""
+        return b"".join(self.parts(ns, pixels))
+
+    def parts(self, ns, pixels) -> tuple:
+        """The message as (the header's bytes, the pixels' bytes as they are), for a transport
+        that takes parts (Transport.takes_parts): the pixels are not copied here, so they must
+        not change afterwards (a rendered frame does not)."""
         if pixels.nbytes != self.nbytes:
             raise ValueError(f"image of {pixels.nbytes} bytes for a {self.nbytes}-byte template")
         self._stamp(self.stamp_at, ns)
-        return b"".join((self.buf, pixels.reshape(-1).view(np.uint8)))
+        return bytes(self.buf), pixels.reshape(-1).view(np.uint8)
 
 
 class TfTemplate(Template):

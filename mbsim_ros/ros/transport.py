@@ -88,6 +88,7 @@ class Transport:
 
     kind = "base"
     receives = False           # whether subscriptions can fire (live transports)
+    takes_parts = False        # whether publish takes a message as a tuple of bytes-like parts
 
     def __init__(self):
         self._publishers: dict[str, Publisher] = {}
@@ -119,8 +120,9 @@ class Transport:
             self._unadvertise(handle)
 
     def publish(self, handle: Publisher, data: bytes, stamp_ns: int = 0) -> None:
-        """Send serialized CDR bytes; stamp_ns is the log time where the transport records one
-        (bags), else unused."""
+        """Send serialized CDR bytes (where `takes_parts`: or a tuple of parts, bytes or 1-D uint8
+        arrays, the message being their concatenation: an image's header and its pixels, not copied);
+        stamp_ns is the log time where the transport records one (bags), else unused."""
         raise NotImplementedError
 
     def publish_many(self, messages) -> None:
@@ -220,6 +222,10 @@ class FanoutTransport(Transport):
     @property
     def receives(self):
         return any(t.receives for t in self.transports)
+
+    @property
+    def takes_parts(self):
+        return all(t.takes_parts for t in self.transports)
 
     def __init__(self, transports):
         super().__init__()
