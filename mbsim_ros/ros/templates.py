@@ -5,7 +5,8 @@ header have the same byte layout at every publication for a given world (the fra
 names, ray and pixel counts do not change), so each template lays its message out once, with
 every constant field written, and a publication only writes the stamp and the values in place
 through numpy views at offsets computed here, then copies the buffer out as `bytes` (the
-contract of every transport). No message object is built per publication. Stamps are integer
+contract of every transport; an image goes to a transport that takes parts as its header's
+bytes and the pixels, not joined: ImageTemplate.parts). No message object is built per publication. Stamps are integer
 nanoseconds (`messages.to_nanoseconds`, the unit transports log in), so a publication converts
 its time once.
 
