@@ -38,7 +38,7 @@ from rosbags.rosbag2.enums import CompressionFormat, CompressionMode, StoragePlu
 
 from .messages import TYPESTORE
 from .qos import to_bag_qos
-from .transport import Publisher, Subscription, Transport, log
+from .transport import Publisher, Subscription, Transport, log, message_size
 
 __all__ = ["BagTransport"]
 
@@ -134,7 +134,7 @@ class BagTransport(Transport):
             index = self._index
             for handle, data, stamp_ns in messages:
                 whole = data.__class__ is not tuple
-                n = len(data) if whole else sum(map(len, data))
+                n = message_size(data)
                 handle.messages += 1
                 handle.bytes += n
                 ts = int(stamp_ns)

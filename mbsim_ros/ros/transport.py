@@ -27,7 +27,7 @@ import time
 from .qos import DEFAULT, QoS
 
 __all__ = ["Publisher", "Subscription", "Transport", "NullTransport", "FanoutTransport",
-           "check_topic"]
+           "check_topic", "message_size"]
 
 log = logging.getLogger("mbsim_ros.ros")
 
@@ -40,6 +40,11 @@ def check_topic(topic: str) -> str:
         raise ValueError(f"not an absolute ROS topic name: {topic!r} (expected e.g. '/robot/imu': "
                          "tokens of letters, digits and '_', not starting with a digit)")
     return topic
+
+
+def message_size(data) -> int:
+    """The bytes of a message given whole or as a tuple of parts (Transport.publish)."""
+    return len(data) if data.__class__ is not tuple else sum(map(len, data))
 
 
 class Publisher:
@@ -240,7 +245,7 @@ class FanoutTransport(Transport):
         for t, h in handle.impl:
             t.publish(h, data, stamp_ns)
         handle.messages += 1
-        handle.bytes += len(data)
+        handle.bytes += message_size(data)     # parts only where every transport takes them
 
     def _unadvertise(self, pub):
         for t, h in pub.impl:

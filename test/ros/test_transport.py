@@ -67,6 +67,27 @@ def test_fanout_to_a_bag_and_none(tmp_path):
     assert "/cmd" not in none.stats()
 
 
+def test_fanout_takes_parts_only_where_every_transport_does(tmp_path):
+    """A fan-out of bags takes an image as parts and gives them to each (counting the message's
+    bytes, not the parts); with a transport that wants whole messages among them, it does not."""
+    import numpy as np
+    from rosbags.highlevel import AnyReader
+
+    from mbsim_ros.ros.bag import BagTransport
+    assert not FanoutTransport([BagTransport(tmp_path / "a"), NullTransport()]).takes_parts
+    bags = [BagTransport(tmp_path / "b"), BagTransport(tmp_path / "c")]
+    image = m.image(0.5, "cam", np.arange(120 * 160 * 3, dtype=np.uint8).reshape(120, 160, 3))
+    with FanoutTransport(bags) as t:
+        assert t.takes_parts
+        h = t.advertise("/cam/image_raw", m.IMAGE, qos.SENSOR)
+        t.publish(h, (image[:40], np.frombuffer(image, np.uint8)[40:]), m.to_nanoseconds(0.5))
+        assert t.stats()["/cam/image_raw"]["bytes"] == len(image)
+    for path, bag in zip(("b", "c"), bags):
+        assert bag.stats()["/cam/image_raw"]["bytes"] == len(image)
+        with AnyReader([tmp_path / path]) as reader:
+            assert [raw for _, _, raw in reader.messages()] == [image]
+
+
 def test_subscription_callback_errors_are_contained(caplog):
     from mbsim_ros.ros.transport import Subscription
     calls = []
