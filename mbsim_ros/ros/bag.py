@@ -129,9 +129,9 @@ class BagTransport(Transport):
                 handle.bytes += len(data)
                 self._write(handle.impl, int(stamp_ns), data)
             return
-        pack, parts, span = _MESSAGE_RECORD.pack, self._parts, self._time
-        with self._lock:
-            index = self._index
+        pack = _MESSAGE_RECORD.pack
+        with self._lock:           # another thread may publish (a description) and close a chunk
+            parts, span, index = self._parts, self._time, self._index
             for handle, data, stamp_ns in messages:
                 whole = data.__class__ is not tuple
                 n = message_size(data)

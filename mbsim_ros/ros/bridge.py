@@ -218,7 +218,6 @@ class Bridge:
         self.pubs = {}
         self.templates = {}                 # publication key -> its CDR template (built on first use)
         self._batch = []                    # the messages _write fills, for the transport at once
-        self._kinematic_writers = {}        # device name -> (device, its writer: _kinematic_writer)
         self._stamp = (None, 0)             # (seconds, nanoseconds) of the last stamp converted
         self.wanted = {}                    # publication key -> someone subscribes (lazy publishing)
         self.errors = []
@@ -467,9 +466,9 @@ class Bridge:
                                           self.config.get("command_interfaces"))
         self.controller.adopt(old_controller)
         self._advertise_models()
-        for seen in (self._last, self._kinematic_writers):
-            for name in [n for n in seen if n not in self.sim.devices]:
-                del seen[name]
+        for name in list(self._last):
+            if name not in self.sim.devices:
+                del self._last[name]
         self.refresh_subscribers()         # the new topics' subscribers; new sensors idle if none
 
     def close(self):
@@ -559,7 +558,7 @@ class Bridge:
     def _collect_readings(self, sim, t, work):
         """Every reading made visible since the last look, each once, in order, as work items
         (frames from a render thread may arrive several at a time)."""
-        hil_ = self.hil
+        hil_, templates = self.hil, self.templates
         readings = sim.readings()     # every device's first (a merged Imu looks at its gyro's)
         for name, newest in readings.items():
             last = self._last.get(name)
@@ -579,10 +578,10 @@ class Bridge:
                     if real is not None:
                         work.append(("reading", dev, Reading(r.stamp, r.frame, real), ""))
                 elif dev.kind in _KINEMATIC:     # the most frequent: its writer, bound once
-                    writer = self._kinematic_writers.get(name)
-                    if writer is None or writer[0] is not dev:
-                        writer = self._kinematic_writers[name] = (dev, self._kinematic_writer(dev, name))
-                    work.append((writer[1], r))
+                    entry = templates.get(name)      # (self.template inlined: no closure per reading)
+                    if entry is None or entry[0] is not dev:
+                        entry = templates[name] = (dev, self._kinematic_writer(dev, name))
+                    work.append((entry[1], r))
                 else:
                     work.append(("reading", dev, r, ""))
                 if hil_ is not None and name in hil_.emulators:
@@ -615,8 +614,8 @@ class Bridge:
         return ns
 
     def template(self, key, make, source=None):
-        """The CDR template of publication `key` (a kinematic sensor's: its bound fill, see
-        _kinematic_fill), made by make() on first use and again when
+        """The CDR template of publication `key` (a kinematic sensor's: its writer, see
+        _kinematic_writer), made by make() on first use and again when
         `source` (what its layout comes from: the names, the TF layout, the device) is another
         object than last time: a world change lays the world out anew while the publisher may
         still be writing steps collected before it."""

@@ -4,6 +4,8 @@ import errno
 import fcntl
 import mmap
 import os
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -341,3 +343,41 @@ def test_a_failing_disk_is_one_clear_error_naming_the_bag(tmp_path, monkeypatch,
         for k in range(8):
             bag.publish(pub, image, k)
         bag.close()
+
+
+class _SlowLock:
+    """A lock that waits a moment before it is taken: the other thread runs meanwhile."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+
+    def __enter__(self):
+        time.sleep(0.0005)
+        self._lock.acquire()
+
+    def __exit__(self, *exc):
+        self._lock.release()
+
+
+def test_two_threads_publishing_lose_nothing(tmp_path):
+    """The publisher thread and the physics thread (a description or /tf_static after a spawn)
+    may publish at once, each closing chunks: every message is in the bag, whole."""
+    from rosbags.highlevel import AnyReader
+    bag = BagTransport(tmp_path / "bag")
+    bag._lock = _SlowLock()
+    pubs = [bag.advertise(f"/t{k}", m.STRING, qos.SENSOR) for k in range(2)]
+    payload = [m.string(f"{k}" * 20000) for k in range(2)]     # a chunk every ~50 messages
+
+    def publish(k):
+        for i in range(300):
+            bag.publish_many([(pubs[k], payload[k], i)])
+    threads = [threading.Thread(target=publish, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    bag.close()
+    with AnyReader([tmp_path / "bag"]) as reader:
+        got = [(c.topic, raw) for c, _, raw in reader.messages()]
+    for k in range(2):
+        assert [raw for topic, raw in got if topic == f"/t{k}"] == [payload[k]] * 300

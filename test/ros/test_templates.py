@@ -198,7 +198,7 @@ def reference_fill(bridge, work):
     for item in work:
         kind = item[0]
         if callable(kind):        # a kinematic sensor's bound writer: its reading, on its own topic
-            dev = next(d for d, writer in bridge._kinematic_writers.values() if writer is kind)
+            dev = next(d for d, writer in bridge.templates.values() if writer is kind)
             item = ("reading", dev, item[1], "")
             kind = "reading"
         if kind == "clock":
