@@ -43,7 +43,7 @@ def _python_api(models):
 def jobs():
     """[(name, call)]: every kernel, world by world."""
     import mbsim_ros as mb
-    from .ros import templates
+    from .ros import bag, templates
     from .ros.world import DEFAULT_WORLD, load_models
     world, _ = load_models(DEFAULT_WORLD)
 
@@ -60,6 +60,7 @@ def jobs():
         ("penalty contact, RK4 step", lambda: mb.Simulation(_slider(False), integrator="rk4", contact="penalty")),
         ("Python API", lambda: _python_api(world)),
         ("TF poses", templates.warm_up),
+        ("bag recording", bag.warm_up),
     ]
 
 

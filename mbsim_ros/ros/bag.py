@@ -23,6 +23,7 @@ goes through Writer.write as before (same bag).
 """
 from __future__ import annotations
 
+import collections
 import errno
 import io
 import mmap
@@ -36,6 +37,7 @@ import numpy as np
 from rosbags.rosbag2 import Writer
 from rosbags.rosbag2.enums import CompressionFormat, CompressionMode, StoragePlugin
 
+from .._kernel_cache import kernel_cache
 from .messages import TYPESTORE
 from .qos import to_bag_qos
 from .transport import Publisher, Subscription, Transport, log, message_size
@@ -47,6 +49,9 @@ _CHUNK_HEAD = struct.Struct("<BQQQQI")       # MCAP Chunk: opcode 6, length, sta
 _INDEX_HEAD = struct.Struct("<BQHI")         # MCAP MessageIndex: opcode 7, length, channel, byte length
 _CHUNK_LIMIT = 1 << 20                        # rosbags closes a chunk past 1 MiB
 _NO_TIME = (2 ** 63 - 1, 0)                   # an empty chunk's (start, end), as rosbags writes it
+_SIZE, _FIRST, _LAST, _COUNT, _LANE_END, _SEGMENT = range(6)   # the pending chunk's state array:
+# its size, first and last log time, messages, the end of its lane records in the lane buffer and
+# the start of the lane records not yet in its parts (-1: none)
 
 
 def _fast_storage(writer):
@@ -90,13 +95,24 @@ class BagTransport(Transport):
         self._storage = _fast_storage(self._writer)
         self._lock = threading.Lock()
         self._chunk_writer = None
+        self._lanes = []
+        self._lane_capacity = 0          # bytes a lane buffer holds (a chunk's lane records and one more step's)
+        self._free = collections.deque()    # lane buffers the chunk writer is done with
         self._new_chunk()
 
     def _new_chunk(self):
         self._parts = []        # the chunk's records: message headers and message bytes as given
-        self._size = 0
-        self._index = {}        # channel -> ([log time], [offset in the chunk]), in order of appearance
-        self._time = list(_NO_TIME)
+        self._state = np.array([0, *_NO_TIME, 0, 0, -1], np.int64)    # _SIZE .. _SEGMENT
+        self._index = np.empty((4096, 3), np.int64)   # per message in order: channel, log time, offset
+        self._lane_buffer = self._free.popleft() if self._free else None   # a Lane's records (lanes only)
+
+    def _close_segment(self):
+        """Put the lane records written since the last other part into the chunk's parts."""
+        state = self._state
+        start = state[_SEGMENT]
+        if start >= 0:
+            self._parts.append(self._lane_buffer[start:state[_LANE_END]])
+            state[_SEGMENT] = -1
 
     def _advertise(self, pub: Publisher):
         if self._storage is None:
@@ -107,8 +123,9 @@ class BagTransport(Transport):
             records = st.chunk.bio.getvalue()  # rosbags wrote them into its own chunk buffer,
             st.chunk.bio.seek(0)               # in the chunk after what came before
             st.chunk.bio.truncate()
+            self._close_segment()
             self._parts.append(records)
-            self._size += len(records)
+            self._state[_SIZE] += len(records)
         return conn
 
     def _add_connection(self, pub):
@@ -131,7 +148,9 @@ class BagTransport(Transport):
             return
         pack = _MESSAGE_RECORD.pack
         with self._lock:           # another thread may publish (a description) and close a chunk
-            parts, span, index = self._parts, self._time, self._index
+            self._close_segment()
+            parts, state, index = self._parts, self._state, self._index
+            size, first, last, count = int(state[_SIZE]), int(state[_FIRST]), int(state[_LAST]), int(state[_COUNT])
             for handle, data, stamp_ns in messages:
                 whole = data.__class__ is not tuple
                 n = message_size(data)
@@ -139,42 +158,70 @@ class BagTransport(Transport):
                 handle.bytes += n
                 ts = int(stamp_ns)
                 cid = handle.impl.id
-                entry = index.get(cid)
-                if entry is None:
-                    entry = index[cid] = ([], [])
-                entry[0].append(ts)
-                entry[1].append(self._size)
+                if count == len(index):
+                    index = self._index = np.concatenate([index, np.empty_like(index)])
+                index[count] = (cid, ts, size)
+                count += 1
                 parts.append(pack(5, 22 + n, cid, 0, ts, ts))
                 if whole:
                     parts.append(data)
                 else:
                     parts += data
-                self._size += 31 + n
-                if ts < span[0]:
-                    span[0] = ts
-                if ts > span[1]:
-                    span[1] = ts
-                if self._size > _CHUNK_LIMIT:
+                size += 31 + n
+                if ts < first:
+                    first = ts
+                if ts > last:
+                    last = ts
+                if size > _CHUNK_LIMIT:
+                    state[:4] = (size, first, last, count)
                     self._write_chunk()
-                    parts, span, index = self._parts, self._time, self._index
+                    parts, state, index = self._parts, self._state, self._index
+                    size, first, last, count = 0, *_NO_TIME, 0
+            state[:4] = (size, first, last, count)
 
     def _write_chunk(self) -> None:
-        """Hand the pending chunk to the chunk writer thread and start a new one; the counts and
-        time ranges rosbags' writer keeps per message are added here per chunk."""
-        st, w = self._storage, self._writer
-        for cid, (times, _) in self._index.items():
-            st.channel_stats[cid] += len(times)
-            w.counts[cid] += len(times)
-        first, last = self._time
+        """Hand the pending chunk to the chunk writer thread and start a new one; the time ranges
+        rosbags' writer keeps per message are added here per chunk (the counts per channel by
+        the chunk writer)."""
+        self._close_segment()
+        st, w, state = self._storage, self._writer, self._state
+        index = self._index[:state[_COUNT]]
+        for lane in self._lanes:
+            lane.count()
+        first, last = int(state[_FIRST]), int(state[_LAST])
         if first <= last:                  # else a chunk of schema and channel records only
             st.message_start_time = min(st.message_start_time, first)
             st.message_end_time = max(st.message_end_time, last)
             w.min_timestamp = min(w.min_timestamp, first)
             w.max_timestamp = max(w.max_timestamp, last)
         if self._chunk_writer is None:
-            self._chunk_writer = _ChunkWriter(self._storage, self.path)
-        self._chunk_writer.put((self._parts, self._size, self._index, self._time))
+            self._chunk_writer = _ChunkWriter(self._storage, self._writer, self.path, self._free)
+        self._chunk_writer.put((self._parts, int(state[_SIZE]), index, (first, last), self._lane_buffer))
         self._new_chunk()
+
+    def lane(self, members, sources, sample_count, sample_stamp):
+        """A Lane recording `members` into this bag, or None where the bag writes through
+        rosbags' Writer.write (old rosbags)."""
+        if self._storage is None:
+            return None
+        with self._lock:
+            lane = Lane(self, members, sources, sample_count, sample_stamp)
+            self._lanes.append(lane)
+            self._lane_capacity = max(self._lane_capacity, _CHUNK_LIMIT + lane.largest)
+        return lane
+
+    def drop_lane(self, lane):
+        """Stop recording `lane` (a world change lays the world out anew); its counts stay."""
+        with self._lock:
+            if lane in self._lanes:
+                lane.count()
+                self._lanes.remove(lane)
+
+    def stats(self) -> dict:
+        with self._lock:
+            for lane in self._lanes:
+                lane.count()
+        return super().stats()
 
     def _subscribe(self, sub: Subscription):
         log.info("bag transport: %s is not an input here (nothing is received from a bag)", sub.topic)
@@ -182,8 +229,11 @@ class BagTransport(Transport):
 
     def _close(self) -> None:
         if self._storage is not None:
-            if self._parts:
-                self._write_chunk()
+            with self._lock:
+                if self._parts or self._state[_SEGMENT] >= 0:
+                    self._write_chunk()
+                for lane in self._lanes:
+                    lane.count()
             if self._chunk_writer is not None:
                 self._chunk_writer.close()     # every chunk in the file before the summary
         self._writer.close()
@@ -227,9 +277,11 @@ class _ChunkWriter:
     chunks go through rosbags' buffered file object: the same bytes.
     """
 
-    def __init__(self, storage, path):
+    def __init__(self, storage, storage_writer, path, free):
         self.storage = storage
+        self.storage_writer = storage_writer     # rosbags' Writer (its per-channel counts)
         self.path = path
+        self.free = free             # where a chunk's lane buffer goes once the chunk is written
         self.error = None
         self._direct = None          # _DirectFile after the first chunk, False for buffered writes
         self._queue = queue.Queue(maxsize=4)
@@ -255,11 +307,15 @@ class _ChunkWriter:
             chunk = self._queue.get()
             if chunk is None:
                 break
+            parts, size, index, span, lane_buffer = chunk
             if self.error is None:
                 try:
-                    self._write(*chunk)
+                    self._write(parts, size, index, span)
                 except Exception as e:      # reported to the recording thread
                     self.error = e
+            del parts, chunk                 # the views of the lane buffer
+            if lane_buffer is not None:
+                self.free.append(lane_buffer)
         if self._direct:
             try:
                 self._direct.finish()
@@ -269,7 +325,8 @@ class _ChunkWriter:
 
     def _write(self, parts, size, index, span):
         """The Chunk record, a MessageIndex record per channel, and the ChunkIndex that rosbags
-        writes into the summary (McapWriter.close_chunk's bytes)."""
+        writes into the summary (McapWriter.close_chunk's bytes). index: (channel, log time,
+        offset) per message, in order."""
         st = self.storage
         if self._direct is None:
             self._direct = _DirectFile.open(st.bio)
@@ -288,16 +345,18 @@ class _ChunkWriter:
         chunk_end = chunk_start + len(head) + stored
         pieces = [head]
         pieces += body
+        records = np.empty(31 * len(index), np.uint8)
+        channels = np.empty((len(index), 3), np.int64)
+        n = _message_index_records(index, records, channels)
+        index_size = int(channels[n - 1, 1] + _INDEX_HEAD.size + 16 * channels[n - 1, 2]) if n else 0
+        pieces.append(records[:index_size])
+        writer = self.storage_writer
         offsets = []
-        at = chunk_end
-        for cid, (times, places) in index.items():
-            pairs = np.empty((len(times), 2), "<u8")
-            pairs[:, 0] = times
-            pairs[:, 1] = places
-            offsets.append((cid, at))
-            pieces.append(_INDEX_HEAD.pack(7, 2 + 4 + pairs.nbytes, cid, pairs.nbytes))
-            pieces.append(pairs.reshape(-1).view(np.uint8))
-            at += _INDEX_HEAD.size + pairs.nbytes
+        for cid, offset, count in channels[:n].tolist():
+            st.channel_stats[cid] += count      # the counts rosbags' writer keeps per message
+            writer.counts[cid] += count
+            offsets.append((cid, chunk_end + offset))
+        at = chunk_end + index_size
         if direct:
             if not direct.write(pieces, at - chunk_start):
                 self._direct = False       # O_DIRECT refused at the first write: written buffered
@@ -438,3 +497,223 @@ class _DirectFile:
             os.close(self.fd)
             self.fd = None
         self.buf = self.view = self.array = None
+
+
+# The sources a lane's values are gathered from (Lane: sources)
+LANE_SOURCES = ("q", "v", "tau", "kinematic")
+
+
+class Lane:
+    """Messages of fixed layout that one compiled call per step fills and records into the bag's
+    pending chunk, with no Python per message: the clock, joint states and the kinematic
+    sensors' Imu and WrenchStamped, which come every step.
+
+    members: (handle, template (ros/templates.py), slot, due_bit, gathers) per message kind, in
+    the order they are recorded at an instant. slot >= 0: a kinematic sensor's; its message is
+    recorded when sample_count[slot] changed since the last record, stamped sample_stamp[slot];
+    slot -1: recorded at the steps `record` is told it is due (bit due_bit of its mask),
+    stamped with the step's time. gathers: (buffer offset in the message, source, index) per
+    float64 value written: sources[source][index], the sources being the arrays named in
+    LANE_SOURCES (the kinematic one flattened). The records are the bytes BagTransport.publish
+    would record for the template's bytes (tested), in the same chunks."""
+
+    def __init__(self, bag, members, sources, sample_count, sample_stamp):
+        self.bag = bag
+        self.handles = [m[0] for m in members]
+        consts, table, gathers = [], [], []
+        at = 0
+        for handle, tmpl, slot, due_bit, values in members:
+            data = bytes(tmpl.buf)
+            table.append((handle.impl.id, at, len(data), 4 + tmpl.stamp_at, slot, due_bit,
+                          len(gathers), len(gathers) + len(values)))
+            gathers += values
+            consts.append(data)
+            at += len(data)
+        self.consts = np.frombuffer(b"".join(consts) or b"\0", np.uint8).copy()
+        self.table = np.array(table, np.int64).reshape(-1, 8)
+        self.gathers = np.array(gathers, np.int64).reshape(-1, 3)
+        self.progress = np.zeros((len(members), 2), np.int64)    # per member: the sample count recorded, messages
+        for k, (_, _, slot, _, _) in enumerate(members):
+            if slot >= 0:
+                self.progress[k, 0] = sample_count[slot]        # the samples before are not this lane's
+        self.largest = 31 + max((len(c) for c in consts), default=0)
+        if any(a.dtype != np.float64 or not a.flags.c_contiguous for a in sources):
+            raise ValueError("a lane reads its sources in place: C-contiguous float64 arrays expected")
+        self.sources = tuple(a.reshape(-1) for a in sources)
+        self.sample_count, self.sample_stamp = sample_count, sample_stamp
+        self._scratch = np.zeros(1)
+
+    def record(self, mask, t):
+        """Record the messages due after a step at time t: mask's bits say which of the members
+        with slot -1 are due; the others are due when their sensor sampled."""
+        bag = self.bag
+        q, v, tau, kin = self.sources
+        with bag._lock:
+            m, n = 0, len(self.table)
+            while m < n:
+                buf = bag._lane_buffer
+                if buf is None or len(buf) < bag._lane_capacity:
+                    bag._close_segment()
+                    buf = bag._lane_buffer = np.empty(bag._lane_capacity, np.uint8)
+                    bag._state[_LANE_END] = 0
+                m = _record_lane(buf, bag._state, bag._index, self.consts, self.table, self.gathers, self.progress,
+                                 q, v, tau, kin, self.sample_count, self.sample_stamp, mask, t, m, _CHUNK_LIMIT,
+                                 self._scratch)
+                if m < 0:                          # the index is full: twice as long, then go on
+                    m = -1 - m
+                    index = bag._index
+                    bag._index = np.concatenate([index, np.empty_like(index)])
+                elif bag._state[_SIZE] > _CHUNK_LIMIT:
+                    bag._write_chunk()
+
+    def count(self):
+        """Add the messages recorded since the last count to the handles' counts (bag lock held)."""
+        for handle, k, n in zip(self.handles, self.progress[:, 1].tolist(), self.table[:, 2].tolist()):
+            handle.messages += k
+            handle.bytes += k * n
+        self.progress[:, 1] = 0
+
+
+def warm_up():
+    """Compile the lane and index kernels (or load them from the cache) for the argument types
+    they get: in the warm-up, before the first message and the clock."""
+    f, i = np.zeros(1), np.zeros(1, np.int64)
+    _record_lane(np.zeros(64, np.uint8), np.array([0, *_NO_TIME, 0, 0, -1], np.int64), np.zeros((1, 3), np.int64),
+                 np.zeros(1, np.uint8), np.zeros((0, 8), np.int64), np.zeros((0, 3), np.int64),
+                 np.zeros((0, 2), np.int64), f, f, f, f, i, f, 0, 0.0, 0, _CHUNK_LIMIT, f)
+    _message_index_records(np.zeros((1, 3), np.int64), np.zeros(31, np.uint8), np.zeros((1, 3), np.int64))
+
+
+with kernel_cache("ros"):
+    from numba.core import cgutils, types
+    from numba.extending import intrinsic
+
+    from .._kernel_cache import kernel
+
+    @intrinsic
+    def _copy_bytes(typingctx, dst, dst_at, src, src_at, n):
+        """dst[dst_at:dst_at + n] = src[src_at:src_at + n] (1-D uint8 arrays that do not
+        overlap) as one memcpy: numba copies a slice element by element, ~1 ns a byte."""
+        def codegen(context, builder, signature, args):
+            d, d_at, s, s_at, count = args
+            d_data = context.make_array(signature.args[0])(context, builder, d).data
+            s_data = context.make_array(signature.args[2])(context, builder, s).data
+            cgutils.raw_memcpy(builder, builder.gep(d_data, [d_at]), builder.gep(s_data, [s_at]), count, 1)
+        return types.void(dst, types.intp, src, types.intp, types.intp), codegen
+
+    @kernel(python=False)
+    def _put_uint(buf, at, value, size):
+        for k in range(size):
+            buf[at + k] = (value >> (8 * k)) & 0xFF
+
+    @kernel()
+    def _message_index_records(index, out, channels):
+        """A chunk's MessageIndex records (_INDEX_HEAD and the (log time, offset) pairs of its
+        messages) into out, one per channel in order of the channel's first message, as rosbags
+        writes them; index: (channel, log time, offset) per message, in order. channels[k]:
+        (channel, its record's offset in out, messages) of the k-th; returns how many."""
+        n = len(index)
+        pos = 0
+        found = 0
+        for i in range(n):
+            cid = index[i, 0]
+            seen = False
+            for k in range(found):
+                if channels[k, 0] == cid:
+                    seen = True
+                    break
+            if seen:
+                continue
+            count = 0
+            for j in range(i, n):
+                if index[j, 0] == cid:
+                    count += 1
+            channels[found, 0], channels[found, 1], channels[found, 2] = cid, pos, count
+            found += 1
+            out[pos] = 7
+            _put_uint(out, pos + 1, 2 + 4 + 16 * count, 8)
+            _put_uint(out, pos + 9, cid, 2)
+            _put_uint(out, pos + 11, 16 * count, 4)
+            pos += 15
+            for j in range(i, n):
+                if index[j, 0] == cid:
+                    _put_uint(out, pos, index[j, 1], 8)
+                    _put_uint(out, pos + 8, index[j, 2], 8)
+                    pos += 16
+        return found
+
+    @kernel()
+    def _record_lane(buf, state, index, consts, table, gathers, progress, q, v, tau, kin, sample_count,
+                     sample_stamp, mask, t, m, limit, scratch):
+        """Lane.record's compiled part, from member m on: each due member's template bytes with
+        its stamp and values written in, as an MCAP Message record (_MESSAGE_RECORD) after the
+        chunk's lane records in buf, and its index entry. Returns the next member: all of them,
+        or the one after a record that took the chunk past `limit` bytes (the caller writes the
+        chunk, then calls again from there), or -1 - m when the index is full at member m."""
+        scratch_bytes = scratch.view(np.uint8)
+        for m in range(m, len(table)):
+            slot = table[m, 4]
+            if slot < 0:
+                if (mask >> table[m, 5]) & 1 == 0:
+                    continue
+                stamp = t
+            else:
+                if sample_count[slot] == progress[m, 0]:
+                    continue
+                stamp = sample_stamp[slot]
+            count = state[3]
+            if count == len(index):
+                return -1 - m
+            # seconds and nanoseconds as messages.to_sec_nanosec rounds them (half to even)
+            sec = np.floor(stamp)
+            nanosec = np.rint((stamp - sec) * 1e9)
+            if nanosec >= 1e9:
+                sec += 1.0
+                nanosec = 0.0
+            isec, insec = np.int64(sec), np.int64(nanosec)
+            ns = isec * 1_000_000_000 + insec
+            n = table[m, 2]
+            at = state[4]
+            size = state[0]
+            buf[at] = 5
+            _put_uint(buf, at + 1, 22 + n, 8)
+            _put_uint(buf, at + 9, table[m, 0], 2)
+            _put_uint(buf, at + 11, 0, 4)
+            _put_uint(buf, at + 15, ns, 8)
+            _put_uint(buf, at + 23, ns, 8)
+            body = at + 31
+            c = table[m, 1]
+            _copy_bytes(buf, body, consts, c, n)
+            _put_uint(buf, body + table[m, 3], isec, 4)
+            _put_uint(buf, body + table[m, 3] + 4, insec, 4)
+            for g in range(table[m, 6], table[m, 7]):
+                src, i = gathers[g, 1], gathers[g, 2]
+                if src == 0:
+                    scratch[0] = q[i]
+                elif src == 1:
+                    scratch[0] = v[i]
+                elif src == 2:
+                    scratch[0] = tau[i]
+                else:
+                    scratch[0] = kin[i]
+                o = body + gathers[g, 0]
+                for k in range(8):
+                    buf[o + k] = scratch_bytes[k]
+            index[count, 0] = table[m, 0]
+            index[count, 1] = ns
+            index[count, 2] = size
+            state[3] = count + 1
+            if state[5] < 0:
+                state[5] = at
+            state[4] = body + n
+            state[0] = size + 31 + n
+            if ns < state[1]:
+                state[1] = ns
+            if ns > state[2]:
+                state[2] = ns
+            if slot >= 0:
+                progress[m, 0] = sample_count[slot]
+            progress[m, 1] += 1
+            if state[0] > limit:
+                return m + 1
+        return len(table)

@@ -35,7 +35,10 @@ links of joints written as chains).
 Every message is built once and serialized once; building and writing run in `publish` (an
 AsyncPublisher's submit, so the physics thread never waits on a transport), or inline. The
 periodic messages (clock, joint states, TF, Imu, wrench, scans, camera info, image headers) are
-preallocated CDR templates (ros/templates.py) written in place, never message objects.
+preallocated CDR templates (ros/templates.py) written in place, never message objects. On a bag,
+the clock, NS/joint_states and the kinematic sensors without a delay, real device or emulation
+(the messages of every step) are filled and recorded in the physics thread by one compiled call
+a step (bag.Lane), straight into the pending chunk: the same messages, byte for byte.
 Lazy publishing: on a live transport a topic nobody subscribes to is not serialized, and a
 sensor none of whose topics has a subscriber is not sampled (not rendered, ray-cast or
 evaluated) until one comes; subscriber counts are looked at every 0.1 s of simulation time
@@ -220,6 +223,8 @@ class Bridge:
         self._batch = []                    # the messages _write fills, for the transport at once
         self._stamp = (None, 0)             # (seconds, nanoseconds) of the last stamp converted
         self.wanted = {}                    # publication key -> someone subscribes (lazy publishing)
+        self.lane = None                    # bag.Lane recording the clock, joint states, kinematic sensors
+        self._collected = None              # the devices whose readings on_step collects (None: all)
         self.errors = []
         self.hil = None
         if hil.configured(config):
@@ -356,6 +361,7 @@ class Bridge:
         if self.hil is not None:
             self.hil.start(t)
         self.refresh_subscribers()
+        self._build_lane()
         self.on_step(sim)              # the initial state at t
 
     def device_keys(self, dev):
@@ -470,6 +476,54 @@ class Bridge:
             if name not in self.sim.devices:
                 del self._last[name]
         self.refresh_subscribers()         # the new topics' subscribers; new sensors idle if none
+        self._build_lane()
+
+    def _build_lane(self):
+        """Where the transport records a Lane (a bag): the clock, joint_states and every
+        kinematic sensor without a delay, a real device or a serial emulation go into one, filled
+        and recorded by one compiled call a step (bag.Lane); on_step collects the other devices'
+        readings only."""
+        old, self.lane, self._collected = self.lane, None, None
+        make = getattr(self.transport, "lane", None)
+        if old is not None:
+            self.transport.drop_lane(old)
+        if make is None or getattr(self.transport, "receives", False):
+            return
+        sim, pubs = self.sim, self.pubs
+        js = tpl.JointStateTemplate(self.dof_names)
+        n = len(self.dof_names)
+        members = [(pubs["clock"], tpl.ClockTemplate(), -1, 0, []),
+                   (pubs["joint_states"], js, -1, 1,
+                    [(js.position_at + 8 * k, 0, int(i)) for k, i in enumerate(self.dof_q)]
+                    + [(js.velocity_at + 8 * k, 1, int(i)) for k, i in enumerate(self.dof_v)]
+                    + [(js.effort_at + 8 * k, 2, int(i)) for k, i in enumerate(self.dof_v)])]
+        assert len(members[1][4]) == 3 * n
+        other = set(self.hil.sources) | set(self.hil.emulators) if self.hil is not None else set()
+        slot = sim._kin_slot
+        lane_devices = set()
+
+        def values(at, dev):
+            return [(at + 8 * c, 3, 6 * slot[dev.name] + c) for c in range(3 if dev.kind != "force" else 6)]
+        for dev in sim.devices.values():
+            if dev.kind not in _KINEMATIC or dev.delay != 0 or dev.name in other or not dev.enabled:
+                continue
+            if dev.name in self.merged:
+                topic, acc, gyro = self.merged[dev.name]
+                if dev is not acc or not gyro.enabled or gyro.name in other:
+                    continue            # (acc and gyro have the same rate and delay: merged so)
+                tmpl = tpl.ImuTemplate(self.frame(acc.frame), accel=True, gyro=True, accel_variance=acc.variance,
+                                       gyro_variance=gyro.variance)
+                members.append((pubs[topic], tmpl, slot[acc.name], 0,
+                                values(tmpl.accel_at, acc) + values(tmpl.gyro_at, gyro)))
+                lane_devices |= {acc.name, gyro.name}
+            elif dev.name in pubs:
+                tmpl = self._kinematic_template(dev, self.frame(dev.frame))
+                at = tmpl.values_at if dev.kind == "force" else tmpl.accel_at if dev.kind == "accelerometer" else tmpl.gyro_at
+                members.append((pubs[dev.name], tmpl, slot[dev.name], 0, values(at, dev)))
+                lane_devices.add(dev.name)
+        self.lane = make(members, (sim.q, sim.v, sim.tau, sim._kin_out), sim._kin_count, sim._kin_stamp)
+        if self.lane is not None:
+            self._collected = [d for d in sim.devices.values() if d.name not in lane_devices]
 
     def close(self):
         """Stop what start() started besides the transport (serial ports and their threads)."""
@@ -533,10 +587,17 @@ class Bridge:
             hil_.clock.tick(t)
         if self.subscriber_rate.due(t) and getattr(self.transport, "receives", False):
             self.refresh_subscribers()
+        lane = self.lane
+        due = 0                     # the lane's clock (bit 0) and joint_states (bit 1)
         if rates["clock_rate"].due(t) and wanted["clock"]:
-            work.append(("clock", t))
+            if lane is None:
+                work.append(("clock", t))
+            else:
+                due = 1
         if rates["joint_state_rate"].due(t):
-            if wanted["joint_states"]:
+            if lane is not None:
+                due |= 2
+            elif wanted["joint_states"]:
                 work.append(("joint_states", "joint_states", t, sim.q[self.dof_q], sim.v[self.dof_v],
                              sim.tau[self.dof_v], self.dof_names))    # the names of that step (a spawn may change them)
             for entity, (iq, iv, names) in self.namespaced_dofs.items():
@@ -545,6 +606,8 @@ class Bridge:
                     work.append(("joint_states", key, t, sim.q[iq], sim.v[iv], sim.tau[iv], names))
             if self.actuator_names and wanted.get("actuator_controls/state"):
                 work.append(("actuator_controls", t, sim.controls))
+        if lane is not None:
+            lane.record(due, t)
         if self.moving and rates["tf_rate"].due(t) and wanted["tf"]:
             R, p = sim.link_poses()
             work.append(("tf", t, R.copy(), p.copy(), self.tf_layout))
@@ -559,7 +622,7 @@ class Bridge:
         """Every reading made visible since the last look, each once, in order, as work items
         (frames from a render thread may arrive several at a time)."""
         hil_, templates = self.hil, self.templates
-        readings = sim.readings()     # every device's first (a merged Imu looks at its gyro's)
+        readings = sim.readings(self._collected)     # every device's first (a merged Imu looks at its gyro's)
         for name, newest in readings.items():
             last = self._last.get(name)
             if last is newest:
@@ -670,15 +733,23 @@ class Bridge:
             elif kind == "diagnostics":
                 self._send("diagnostics", msg.diagnostics(item[1], self._statuses(item[2]())), item[1])
 
-    def _kinematic_fill(self, dev, frame):
-        """fill(ns, values) -> bytes of an accelerometer's or gyro's Imu, or a force sensor's
-        WrenchStamped: its template bound once (these publish at up to every step)."""
+    @staticmethod
+    def _kinematic_template(dev, frame):
+        """The template of an accelerometer's or gyro's Imu, or a force sensor's WrenchStamped."""
         if dev.kind == "force":
-            return tpl.WrenchTemplate(frame).fill
+            return tpl.WrenchTemplate(frame)
         accel = dev.kind == "accelerometer"
-        tmpl = tpl.ImuTemplate(frame, accel=accel, gyro=not accel,
+        return tpl.ImuTemplate(frame, accel=accel, gyro=not accel,
                                accel_variance=dev.variance if accel else (0.0,) * 3,
                                gyro_variance=(0.0,) * 3 if accel else dev.variance)
+
+    def _kinematic_fill(self, dev, frame):
+        """fill(ns, values) -> bytes of a kinematic sensor's message: its template bound once
+        (these publish at up to every step)."""
+        tmpl = self._kinematic_template(dev, frame)
+        if dev.kind == "force":
+            return tmpl.fill
+        accel = dev.kind == "accelerometer"
         fill = tmpl.fill
         return (lambda ns, values: fill(ns, values, None)) if accel else (lambda ns, values: fill(ns, None, values))
 

@@ -10,7 +10,7 @@ import warnings
 
 from .._kernel_cache import warm_up
 from ..model import ConfigError, ModelError
-from . import templates
+from . import bag, templates
 from .bridge import Bridge
 from .runner import AsyncPublisher, Runner, apply_os_scheduling
 
@@ -46,7 +46,7 @@ def simulation(models, config, log=None):
             put_on_ground(sim, entity)
     for note in sim.notes + overlap_notes(sim):      # initial assembly, massless joints, overlaps
         (log or (lambda text: None))(note)
-    warm_up([("TF poses", templates.warm_up)])       # in the compile report, not at the first message
+    warm_up([("TF poses", templates.warm_up), ("bag recording", bag.warm_up)])   # in the compile report, not at the first message
     return sim
 
 

@@ -213,6 +213,7 @@ class JointStateTemplate(Template):
         views = [self.f64[a >> 3:(a >> 3) + n] if on else None
                  for a, on in zip(at, (position, velocity, effort))]
         self.position, self.velocity, self.effort = views
+        self.position_at, self.velocity_at, self.effort_at = (4 + a for a in at)    # buffer offsets
 
     def fill(self, ns, position=None, velocity=None, effort=None) -> bytes:
         self._stamp(self.stamp_at, ns)

@@ -230,7 +230,13 @@ class Device:
         return dt
 
     def push(self, reading):
+        """A new reading, visible once its delay has passed (visible)."""
         self.pending.append(reading)
+
+    def show(self, reading):
+        """A new reading visible at once (no delay), from the thread that reads them."""
+        self.latest = reading
+        self.shown.append(reading)
 
     def visible(self, t):
         """The newest reading whose stamp + delay has passed at time t (every reading made

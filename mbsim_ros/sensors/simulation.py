@@ -122,7 +122,10 @@ class Simulation(dynamics.Simulation):
         self._kin_body = np.zeros(n, dtype=np.int64)
         self._kin_R = np.zeros((n, 3, 3))
         self._kin_p = np.zeros((n, 3))
-        self._kin_out = np.zeros((n, 6))
+        self._kin_out = np.zeros((n, 6))     # the sense kernel's output; after a sample, its values
+        self._kin_stamp = np.zeros(n)        # (noise and saturation applied), stamp and count per
+        self._kin_count = np.zeros(n, np.int64)    # device: what a bag's Lane records (ros/bag.py)
+        self._kin_altered = {d.name for d in kin if d.saturate or d.noise.active}
         self._tau_scratch = np.zeros(self.nv)
         for k, d in enumerate(kin):
             li = self._link_index(d)
@@ -192,8 +195,18 @@ class Simulation(dynamics.Simulation):
         if kin:
             self._sense_kinematic()
             stamp = (self._steps - 1) * self.dt
+            out, slots, altered = self._kin_out, self._kin_slot, self._kin_altered
             for d in kin:
-                d.push(d.finish_kinematic(stamp, self._kin_out[self._kin_slot[d.name]]))
+                k = slots[d.name]
+                r = d.finish_kinematic(stamp, out[k])
+                if d.delay == 0:
+                    d.show(r)            # visible at once: no queue
+                else:
+                    d.push(r)
+                if d.name in altered:
+                    out[k, :len(r.values)] = r.values
+                self._kin_stamp[k] = stamp
+                self._kin_count[k] += 1
         optical = [d for d in devices if d.kind not in KINEMATIC]
         if optical:
             self._sense_optical(optical, self._steps * self.dt)
@@ -269,12 +282,13 @@ class Simulation(dynamics.Simulation):
             dev.push(sense_optical(scene, dev, stamp))
 
     # -- readings ---------------------------------------------------------------------------
-    def readings(self):
-        """{sensor name: Reading}: each device's newest reading whose delay has passed."""
+    def readings(self, devices=None):
+        """{sensor name: Reading}: each device's (or each of `devices'`) newest reading whose
+        delay has passed."""
         out = {}
         t = self.t
-        for name, d in self.devices.items():
+        for d in self.devices.values() if devices is None else devices:
             r = d.visible(t) if d.pending else d.latest      # (most have nothing pending: no call)
             if r is not None:
-                out[name] = r
+                out[d.name] = r
         return out

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from mbsim_ros.ros import messages as m
-from mbsim_ros.ros import qos
+from mbsim_ros.ros import qos, templates
 
 mcap_reader = pytest.importorskip("mcap_ros2.reader", reason="mcap-ros2-support (test extra) not installed")
 from mbsim_ros.ros import bag as bagmod  # noqa: E402
@@ -219,9 +219,20 @@ def _sequence():
     return seq
 
 
-def _write_sequence(path, seq, compression, fast=True, batch=1):
+def _imu_lane(bag, handle):
+    """A Lane recording /sr1/imu (_sequence's Imu) from a sensor slot of six values: the
+    acceleration and the angular velocity; returns (lane, values, sample count, sample stamp)."""
+    tmpl = templates.ImuTemplate("imu_link")
+    values, count, stamp = np.zeros((1, 6)), np.zeros(1, np.int64), np.zeros(1)
+    gathers = [(tmpl.accel_at + 8 * c, 3, c) for c in range(3)] + [(tmpl.gyro_at + 8 * c, 3, 3 + c) for c in range(3)]
+    none = np.zeros(0)
+    return bag.lane([(handle, tmpl, 0, 0, gathers)], (none, none, none, values), count, stamp), values, count, stamp
+
+
+def _write_sequence(path, seq, compression, fast=True, batch=1, lane=False):
     """The .mcap file's bytes and metadata.yaml's text of a bag of `seq`; fast=False: every
-    message through rosbags' Writer.write; batch: messages per publish_many call (1: publish)."""
+    message through rosbags' Writer.write; batch: messages per publish_many call (1: publish);
+    lane: the Imu messages recorded through a Lane from their values (the others published)."""
     with BagTransport(path, compression=compression) as bag:
         assert bag._storage is not None        # rosbags here has what the chunk path needs
         if not fast:
@@ -232,7 +243,16 @@ def _write_sequence(path, seq, compression, fast=True, batch=1):
                 bag.publish_many(pending)      # a topic is advertised between two batches
                 pending = []
                 pubs[topic] = bag.advertise(topic, typename, qos.SENSOR)
-            if batch == 1:
+                if lane and typename == m.IMU:
+                    imu_lane, values, count, stamp = _imu_lane(bag, pubs[topic])
+            if lane and typename == m.IMU:
+                imu = m.TYPESTORE.deserialize_cdr(data, m.IMU)
+                a, w = imu.linear_acceleration, imu.angular_velocity
+                values[0] = (a.x, a.y, a.z, w.x, w.y, w.z)
+                stamp[0] = t
+                count[0] += 1
+                imu_lane.record(0, 1e9)        # (a time that would be wrong for a sensor's message)
+            elif batch == 1:
                 bag.publish(pubs[topic], data, m.to_nanoseconds(t))
             else:                          # images as parts: a header and the pixels' array
                 if typename == m.IMAGE:
@@ -254,7 +274,7 @@ def _refuse_direct_write(fd, data, offset):
 
 
 @pytest.mark.parametrize("compression", [None, "zstd"])
-@pytest.mark.parametrize("mode", ["as-is", "no-direct-open", "no-direct-write", "batches"])
+@pytest.mark.parametrize("mode", ["as-is", "no-direct-open", "no-direct-write", "batches", "lane"])
 def test_chunked_writes_give_the_same_bag_as_rosbags_writer(tmp_path, monkeypatch, compression, mode):
     """The chunk path (parts in memory, chunks written by the writer thread, with O_DIRECT where
     the file system has it) writes the very bytes rosbags' Writer.write writes, message by
@@ -263,7 +283,9 @@ def test_chunked_writes_give_the_same_bag_as_rosbags_writer(tmp_path, monkeypatc
     a chunk and a last block that is not whole. The same where O_DIRECT is refused: at open
     (tmpfs and the like) or at the first write (buffered writes instead), and with the messages
     given 7 at a time to publish_many (a chunk closes inside a batch), images as two parts (a
-    header's bytes and an array of the rest, as the bridge hands them over)."""
+    header's bytes and an array of the rest, as the bridge hands them over), and with the Imu
+    messages recorded by a Lane (ros/bag.py: filled from their values and recorded by one
+    compiled call, stamps rounded to nanoseconds as messages.to_nanoseconds rounds them)."""
     seq = _sequence()
     out = {}
     for fast in (True, False):
@@ -273,7 +295,8 @@ def test_chunked_writes_give_the_same_bag_as_rosbags_writer(tmp_path, monkeypatc
                 mp.setattr(bagmod, "_open_direct", _refuse_direct_open)
             if fast and mode == "no-direct-write":
                 mp.setattr(bagmod, "_pwrite", _refuse_direct_write)
-            out[fast] = _write_sequence(path, seq, compression, fast, 7 if fast and mode == "batches" else 1)
+            out[fast] = _write_sequence(path, seq, compression, fast, 7 if fast and mode == "batches" else 1,
+                                        lane=fast and mode == "lane")
     assert out[True][0] == out[False][0]
     assert out[True][1] == out[False][1]
     assert len(out[True][0]) > (3 if compression else 8) << 20   # several chunks
@@ -381,3 +404,59 @@ def test_two_threads_publishing_lose_nothing(tmp_path):
         got = [(c.topic, raw) for c, _, raw in reader.messages()]
     for k in range(2):
         assert [raw for topic, raw in got if topic == f"/t{k}"] == [payload[k]] * 300
+
+
+def _record_world(path, config, steps, lane):
+    """Step the bundled world for `steps` with a Bridge recording into a bag at `path`, with
+    or without the Lane; returns {topic: [(log time, message bytes)]} read back with mcap."""
+    import warnings
+
+    from mcap.reader import make_reader
+
+    from mbsim_ros.ros.bridge import Bridge
+    from mbsim_ros.ros.config import load_config
+    from mbsim_ros.ros.session import simulation
+    from mbsim_ros.ros.world import load_world
+    config = load_config(None, config)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        models, _ = load_world(config)
+    sim = simulation(models, config)
+    transport = BagTransport(path)
+    if not lane:
+        transport.lane = lambda *args: None
+    bridge = Bridge(sim, transport, config)
+    bridge.start()
+    assert (bridge.lane is not None) == lane
+    for _ in range(steps):
+        sim.step()
+        bridge.on_step(sim)
+    transport.close()
+    out = {}
+    with open(next(path.glob("*.mcap")), "rb") as f:
+        for _, channel, message in make_reader(f).iter_messages(log_time_order=False):
+            out.setdefault(channel.topic, []).append((message.log_time, bytes(message.data)))
+    return out, bridge
+
+
+@pytest.mark.parametrize("merge_imu", [False, True])
+def test_the_lane_records_what_publishing_records(tmp_path, merge_imu):
+    """The bundled world recorded with the Lane (the clock, joint_states and kinematic sensors
+    filled and recorded by one compiled call a step) and without it (every message filled by
+    its template and published): on every topic the same messages, byte for byte, with the
+    same log times. The accelerometer has noise (its values come from the noise model, not the
+    sense kernel), a force sensor a delay (published as before, outside the lane), the cameras
+    and the range sensor are outside the lane; merged, the accelerometer and gyro are one Imu."""
+    config = {"real_time_factor": 0.0, "joint_state_rate": 1000.0, "tf_rate": 100.0, "merge_imu": merge_imu,
+              "sensors": {"WaistAccelSensor": {"noise": {"stddev": 0.05, "bias_stddev": 0.1}},
+                          "LeftAnkleForceSensor": {"delay": 0.003}}}
+    got, bridge = _record_world(tmp_path / "lane", config, 150, lane=True)
+    want, _ = _record_world(tmp_path / "publish", config, 150, lane=False)
+    assert got == want
+    in_lane = {h.topic for h in bridge.lane.handles}
+    assert in_lane == ({"/clock", "/SR1/joint_states", "/SR1/RightAnkleForceSensor"}
+                       | ({"/SR1/WAIST_imu"} if merge_imu else {"/SR1/WaistAccelSensor", "/SR1/WaistGyro"}))
+    assert len(got["/SR1/joint_states"]) == 151 and len(got["/SR1/LeftAnkleForceSensor"]) == 148   # stamps 0-147 ms: 3 ms old by 150
+    assert len(got["/SR1/LeftCamera/image_raw"]) >= 4 and len(got["/SR1/ChestRange"]) >= 2
+    stats = bridge.transport.stats()
+    assert all(stats[topic]["messages"] == len(got[topic]) for topic in got)
