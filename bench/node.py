@@ -12,9 +12,12 @@ Prints, each from its own run:
 - the per-step cost split: CPU time (time.thread_time, so load from other processes does not
   count) per simulated step in physics (the step kernel), sensors (kinematic sensors, rendering,
   ray casting, in whichever thread), messages (collecting in the physics thread, filling the
-  templates, handing the bytes to the transport) and bag (adding each message to the pending MCAP
-  chunk, and the chunk writer thread writing the chunks into the file), from a third,
-  instrumented run at rtf 0 (each timed call costs ~1 us more there);
+  templates, handing the bytes to the transport; with a bag, the Lane's filling and recording of
+  the clock, joint states and kinematic sensors, ros/bag.py) and bag (adding each message to
+  the pending MCAP chunk, and the chunk writer thread writing the chunks into the file), from a
+  third, instrumented run at rtf 0 (each timed call costs ~1 us more there); closing the bag
+  (the last chunk, the summary, and rosbags writing metadata.yaml: ~0.15 s once per bag,
+  whatever its length) is timed on its own, not spread over the steps of a short run;
 - the machine load (uptime) beside them: the goals (issue 18) are for a quiet machine;
 - the machine's own floor in the same minutes: a bare loop in a process of its own, paced as the
   runner paces (sleep until 0.2 ms before each 1 ms deadline, then spin), at one priority level
@@ -145,7 +148,7 @@ class CostSplit:
         self.patches = [(dyn.Simulation, "step", "physics"), (sens.Simulation, "_sample", "sensors"),
                         (bridge.Bridge, "on_step", "messages"), (bridge.Bridge, "_write", "messages"),
                         (bag.BagTransport, "publish_many", "bag"), (bag._ChunkWriter, "_write", "bag"),
-                        (bag.BagTransport, "_close", "bag")]
+                        (bag.BagTransport, "_close", "bag close")]
         self.originals = [(cls, name, getattr(cls, name)) for cls, name, _ in self.patches]
         for cls, name, part in self.patches:
             setattr(cls, name, self._wrap(getattr(cls, name), part))
@@ -229,12 +232,12 @@ def main():
     print(f"the machine's floor beside the rtf 1 run: a bare loop paced as the runner paces, {policy}: "
           f"lateness p99/max {floor['p99_ms']:.3f}/{floor['max_ms']:.3f} ms, {floor['over_2ms']} of "
           f"{floor['n']} deadlines late by >= 2 ms")
-    per = {k: 1e6 * v / timed["steps"] for k, v in split.cpu.items()}
+    per = {k: 1e6 * v / timed["steps"] for k, v in split.cpu.items() if k != "bag close"}
     total = sum(per.values())
     print(f"CPU time per step (rtf 0, instrumented, {timed['steps']} steps): "
           + ", ".join(f"{k} {per.get(k, 0.0):.1f} us" for k in ("physics", "sensors", "messages", "bag"))
           + f"; total {total:.1f} us; messages + bag = {100 * (per.get('messages', 0) + per.get('bag', 0)) / per['physics']:.0f} % "
-          f"of physics")
+          f"of physics; closing the bag {1e3 * split.cpu['bag close']:.0f} ms once")
     per_step_mib = recorded / 2**20 / timed["steps"]
     if floor_per_mib is not None:
         floor_us = floor_per_mib * per_step_mib
