@@ -39,6 +39,7 @@ from rosbags.rosbag2.enums import CompressionFormat, CompressionMode, StoragePlu
 
 from .._kernel_cache import kernel_cache
 from .messages import TYPESTORE
+from .templates import due_rates
 from .qos import to_bag_qos
 from .transport import Publisher, Subscription, Transport, log, message_size
 
@@ -511,7 +512,7 @@ class Lane:
     members: (handle, template (ros/templates.py), slot, due_bit, gathers) per message kind, in
     the order they are recorded at an instant. slot >= 0: a kinematic sensor's; its message is
     recorded when sample_count[slot] changed since the last record, stamped sample_stamp[slot];
-    slot -1: recorded at the steps `record` is told it is due (bit due_bit of its mask),
+    slot -1: recorded at the steps where bit due_bit of the rates' mask (record) is set,
     stamped with the step's time. gathers: (buffer offset in the message, source, index) per
     float64 value written: sources[source][index], the sources being the arrays named in
     LANE_SOURCES (the kinematic one flattened). The records are the bytes BagTransport.publish
@@ -541,30 +542,30 @@ class Lane:
             raise ValueError("a lane reads its sources in place: C-contiguous float64 arrays expected")
         self.sources = tuple(a.reshape(-1) for a in sources)
         self.sample_count, self.sample_stamp = sample_count, sample_stamp
-        self._scratch = np.zeros(1)
+        self._args = (self.consts, self.table, self.gathers, self.progress, *self.sources, sample_count, sample_stamp)
 
-    def record(self, mask, t):
-        """Record the messages due after a step at time t: mask's bits say which of the members
-        with slot -1 are due; the others are due when their sensor sampled."""
+    def record(self, t, period, k):
+        """Record the messages due after the step that reached time t; returns the mask of
+        templates.due_rates(period, k, t), which this call evaluates: its bits say which of the
+        members with slot -1 are due; the others are due when their sensor sampled."""
         bag = self.bag
-        q, v, tau, kin = self.sources
+        args = self._args
         with bag._lock:
-            m, n = 0, len(self.table)
-            while m < n:
+            m, mask = 0, -1
+            while m < len(self.table):
                 buf = bag._lane_buffer
                 if buf is None or len(buf) < bag._lane_capacity:
                     bag._close_segment()
                     buf = bag._lane_buffer = np.empty(bag._lane_capacity, np.uint8)
                     bag._state[_LANE_END] = 0
-                m = _record_lane(buf, bag._state, bag._index, self.consts, self.table, self.gathers, self.progress,
-                                 q, v, tau, kin, self.sample_count, self.sample_stamp, mask, t, m, _CHUNK_LIMIT,
-                                 self._scratch)
+                m, mask = _record_lane(buf, bag._state, bag._index, *args, t, period, k, mask, m, _CHUNK_LIMIT)
                 if m < 0:                          # the index is full: twice as long, then go on
                     m = -1 - m
                     index = bag._index
                     bag._index = np.concatenate([index, np.empty_like(index)])
                 elif bag._state[_SIZE] > _CHUNK_LIMIT:
                     bag._write_chunk()
+        return mask if mask >= 0 else due_rates(period, k, t)
 
     def count(self):
         """Add the messages recorded since the last count to the handles' counts (bag lock held)."""
@@ -580,7 +581,7 @@ def warm_up():
     f, i = np.zeros(1), np.zeros(1, np.int64)
     _record_lane(np.zeros(64, np.uint8), np.array([0, *_NO_TIME, 0, 0, -1], np.int64), np.zeros((1, 3), np.int64),
                  np.zeros(1, np.uint8), np.zeros((0, 8), np.int64), np.zeros((0, 3), np.int64),
-                 np.zeros((0, 2), np.int64), f, f, f, f, i, f, 0, 0.0, 0, _CHUNK_LIMIT, f)
+                 np.zeros((0, 2), np.int64), f, f, f, f, i, f, 0.0, np.ones(1), i, -1, 0, _CHUNK_LIMIT)
     _message_index_records(np.zeros((1, 3), np.int64), np.zeros(31, np.uint8), np.zeros((1, 3), np.int64))
 
 
@@ -601,10 +602,20 @@ with kernel_cache("ros"):
             cgutils.raw_memcpy(builder, builder.gep(d_data, [d_at]), builder.gep(s_data, [s_at]), count, 1)
         return types.void(dst, types.intp, src, types.intp, types.intp), codegen
 
-    @kernel(python=False)
-    def _put_uint(buf, at, value, size):
-        for k in range(size):
-            buf[at + k] = (value >> (8 * k)) & 0xFF
+    @intrinsic
+    def _store(typingctx, buf, at, value, kind):
+        """Store `value` as the little-endian type `kind` (a NumPy scalar type: np.uint16,
+        np.uint32, np.int32, np.uint64, np.float64) at buf[at:] (1-D uint8), at any alignment:
+        one store (x86 is little endian and takes unaligned stores)."""
+        target = kind.instance_type if isinstance(kind, types.NumberClass) else kind.dtype
+
+        def codegen(context, builder, signature, args):
+            data, offset, x, _ = args
+            ptr = builder.gep(context.make_array(signature.args[0])(context, builder, data).data, [offset])
+            lltype = context.get_value_type(target)
+            ptr = builder.bitcast(ptr, lltype.as_pointer())
+            builder.store(context.cast(builder, x, signature.args[2], target), ptr, align=1)
+        return types.void(buf, types.intp, value, kind), codegen
 
     @kernel()
     def _message_index_records(index, out, channels):
@@ -631,26 +642,28 @@ with kernel_cache("ros"):
             channels[found, 0], channels[found, 1], channels[found, 2] = cid, pos, count
             found += 1
             out[pos] = 7
-            _put_uint(out, pos + 1, 2 + 4 + 16 * count, 8)
-            _put_uint(out, pos + 9, cid, 2)
-            _put_uint(out, pos + 11, 16 * count, 4)
+            _store(out, pos + 1, 2 + 4 + 16 * count, np.uint64)
+            _store(out, pos + 9, cid, np.uint16)
+            _store(out, pos + 11, 16 * count, np.uint32)
             pos += 15
             for j in range(i, n):
                 if index[j, 0] == cid:
-                    _put_uint(out, pos, index[j, 1], 8)
-                    _put_uint(out, pos + 8, index[j, 2], 8)
+                    _store(out, pos, index[j, 1], np.uint64)
+                    _store(out, pos + 8, index[j, 2], np.uint64)
                     pos += 16
         return found
 
     @kernel()
     def _record_lane(buf, state, index, consts, table, gathers, progress, q, v, tau, kin, sample_count,
-                     sample_stamp, mask, t, m, limit, scratch):
+                     sample_stamp, t, period, rate_k, mask, m, limit):
         """Lane.record's compiled part, from member m on: each due member's template bytes with
         its stamp and values written in, as an MCAP Message record (_MESSAGE_RECORD) after the
-        chunk's lane records in buf, and its index entry. Returns the next member: all of them,
-        or the one after a record that took the chunk past `limit` bytes (the caller writes the
-        chunk, then calls again from there), or -1 - m when the index is full at member m."""
-        scratch_bytes = scratch.view(np.uint8)
+        chunk's lane records in buf, and its index entry. mask < 0: evaluate due_rates first.
+        Returns (the next member, mask): the next member is all of them, or the one after a
+        record that took the chunk past `limit` bytes (the caller writes the chunk, then calls
+        again from there), or -1 - m when the index is full at member m."""
+        if mask < 0:
+            mask = due_rates(period, rate_k, t)
         for m in range(m, len(table)):
             slot = table[m, 4]
             if slot < 0:
@@ -663,7 +676,7 @@ with kernel_cache("ros"):
                 stamp = sample_stamp[slot]
             count = state[3]
             if count == len(index):
-                return -1 - m
+                return -1 - m, mask
             # seconds and nanoseconds as messages.to_sec_nanosec rounds them (half to even)
             sec = np.floor(stamp)
             nanosec = np.rint((stamp - sec) * 1e9)
@@ -676,29 +689,27 @@ with kernel_cache("ros"):
             at = state[4]
             size = state[0]
             buf[at] = 5
-            _put_uint(buf, at + 1, 22 + n, 8)
-            _put_uint(buf, at + 9, table[m, 0], 2)
-            _put_uint(buf, at + 11, 0, 4)
-            _put_uint(buf, at + 15, ns, 8)
-            _put_uint(buf, at + 23, ns, 8)
+            _store(buf, at + 1, 22 + n, np.uint64)
+            _store(buf, at + 9, table[m, 0], np.uint16)
+            _store(buf, at + 11, 0, np.uint32)
+            _store(buf, at + 15, ns, np.uint64)
+            _store(buf, at + 23, ns, np.uint64)
             body = at + 31
             c = table[m, 1]
             _copy_bytes(buf, body, consts, c, n)
-            _put_uint(buf, body + table[m, 3], isec, 4)
-            _put_uint(buf, body + table[m, 3] + 4, insec, 4)
+            _store(buf, body + table[m, 3], isec, np.int32)
+            _store(buf, body + table[m, 3] + 4, insec, np.uint32)
             for g in range(table[m, 6], table[m, 7]):
                 src, i = gathers[g, 1], gathers[g, 2]
                 if src == 0:
-                    scratch[0] = q[i]
+                    x = q[i]
                 elif src == 1:
-                    scratch[0] = v[i]
+                    x = v[i]
                 elif src == 2:
-                    scratch[0] = tau[i]
+                    x = tau[i]
                 else:
-                    scratch[0] = kin[i]
-                o = body + gathers[g, 0]
-                for k in range(8):
-                    buf[o + k] = scratch_bytes[k]
+                    x = kin[i]
+                _store(buf, body + gathers[g, 0], x, np.float64)
             index[count, 0] = table[m, 0]
             index[count, 1] = ns
             index[count, 2] = size
@@ -715,5 +726,5 @@ with kernel_cache("ros"):
                 progress[m, 0] = sample_count[slot]
             progress[m, 1] += 1
             if state[0] > limit:
-                return m + 1
-        return len(table)
+                return m + 1, mask
+        return len(table), mask

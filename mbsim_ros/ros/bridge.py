@@ -71,20 +71,8 @@ def ros_name(text: str) -> str:
 
 
 RATES = ("joint_state_rate", "tf_rate", "clock_rate", "diagnostics_rate")   # configuration keys, Hz
-
-
-class Rate:
-    """Due at k / rate on the simulation clock."""
-
-    def __init__(self, rate):
-        self.period = 1.0 / rate
-        self.k = 0
-
-    def due(self, t):
-        if t + 1e-9 >= self.k * self.period:
-            self.k = int(math.floor(t / self.period + 1e-9)) + 1
-            return True
-        return False
+# their bits in templates.due_rates' mask (RATES' order), and the look at subscribers' (10 Hz)
+_JOINT_STATES, _TF, _CLOCK, _DIAGNOSTICS, _SUBSCRIBERS = (1 << k for k in range(len(RATES) + 1))
 
 
 class JointController:
@@ -209,8 +197,9 @@ class Bridge:
         self._first = sim.entities[0]
         self.namespaces = {}                # entity -> "/its/namespace": a spawned model's own topics
         self.prefix = config.get("frame_prefix", "")
-        self.rates = {key: Rate(min(float(config[key]), 1.0 / sim.dt)) for key in RATES}
-        self.subscriber_rate = Rate(min(10.0, 1.0 / sim.dt))
+        # RATES and the look at subscribers: each due at k / rate on the simulation clock
+        self.rate_period = np.array([1.0 / min(hz, 1.0 / sim.dt) for hz in [float(config[key]) for key in RATES] + [10.0]])
+        self.rate_k = np.zeros(len(RATES) + 1, np.int64)
         self._layout()
         self.controller = JointController(sim, self.dofs, config.get("pd_gains", {}), config.get("command_interfaces"))
         self.actuator_names = list(sim.actuator_names)
@@ -223,6 +212,7 @@ class Bridge:
         self._batch = []                    # the messages _write fills, for the transport at once
         self._stamp = (None, 0)             # (seconds, nanoseconds) of the last stamp converted
         self.wanted = {}                    # publication key -> someone subscribes (lazy publishing)
+        self.live = getattr(transport, "receives", False)    # subscribers come and go (lazy publishing)
         self.lane = None                    # bag.Lane recording the clock, joint states, kinematic sensors
         self._collected = None              # the devices whose readings on_step collects (None: all)
         self.errors = []
@@ -390,8 +380,7 @@ class Bridge:
     def reset(self):
         """After the simulation went back to t = 0 (in the physics thread): every rate counts
         from 0 again, so each topic flows from the first step on."""
-        for rate in (*self.rates.values(), self.subscriber_rate):
-            rate.k = 0
+        self.rate_k[:] = 0
 
     def set_rate(self, key, hz):
         """Change one of RATES (Hz > 0; capped at the physics rate) from the next step on; call
@@ -401,9 +390,9 @@ class Bridge:
         hz = float(hz)
         if not (math.isfinite(hz) and hz > 0):
             raise ValueError(f"{key} must be a rate in Hz > 0, got {hz}")
-        rate = Rate(min(hz, 1.0 / self.sim.dt))
-        rate.k = int(math.floor(self.sim.t / rate.period + 1e-9)) + 1    # due at the next multiple
-        self.rates[key] = rate
+        i = RATES.index(key)
+        self.rate_period[i] = period = 1.0 / min(hz, 1.0 / self.sim.dt)
+        self.rate_k[i] = int(math.floor(self.sim.t / period + 1e-9)) + 1    # due at the next multiple
         self.config[key] = hz
 
     def _model_topics(self):
@@ -492,8 +481,8 @@ class Bridge:
         sim, pubs = self.sim, self.pubs
         js = tpl.JointStateTemplate(self.dof_names)
         n = len(self.dof_names)
-        members = [(pubs["clock"], tpl.ClockTemplate(), -1, 0, []),
-                   (pubs["joint_states"], js, -1, 1,
+        members = [(pubs["clock"], tpl.ClockTemplate(), -1, _CLOCK.bit_length() - 1, []),
+                   (pubs["joint_states"], js, -1, _JOINT_STATES.bit_length() - 1,
                     [(js.position_at + 8 * k, 0, int(i)) for k, i in enumerate(self.dof_q)]
                     + [(js.velocity_at + 8 * k, 1, int(i)) for k, i in enumerate(self.dof_v)]
                     + [(js.effort_at + 8 * k, 2, int(i)) for k, i in enumerate(self.dof_v)])]
@@ -580,24 +569,21 @@ class Bridge:
         thread, hand building and writing to publish_job; then set tau for the next step."""
         t = sim.t
         work = []
-        rates = self.rates
         wanted = self.wanted
         hil_ = self.hil
         if hil_ is not None:
             hil_.clock.tick(t)
-        if self.subscriber_rate.due(t) and getattr(self.transport, "receives", False):
-            self.refresh_subscribers()
         lane = self.lane
-        due = 0                     # the lane's clock (bit 0) and joint_states (bit 1)
-        if rates["clock_rate"].due(t) and wanted["clock"]:
-            if lane is None:
-                work.append(("clock", t))
-            else:
-                due = 1
-        if rates["joint_state_rate"].due(t):
-            if lane is not None:
-                due |= 2
-            elif wanted["joint_states"]:
+        if lane is not None:       # the clock and joint_states recorded with the due rates' check
+            due = lane.record(t, self.rate_period, self.rate_k)
+        else:
+            due = tpl.due_rates(self.rate_period, self.rate_k, t)
+        if due & _SUBSCRIBERS and self.live:
+            self.refresh_subscribers()
+        if due & _CLOCK and lane is None and wanted["clock"]:
+            work.append(("clock", t))
+        if due & _JOINT_STATES:
+            if lane is None and wanted["joint_states"]:
                 work.append(("joint_states", "joint_states", t, sim.q[self.dof_q], sim.v[self.dof_v],
                              sim.tau[self.dof_v], self.dof_names))    # the names of that step (a spawn may change them)
             for entity, (iq, iv, names) in self.namespaced_dofs.items():
@@ -606,13 +592,11 @@ class Bridge:
                     work.append(("joint_states", key, t, sim.q[iq], sim.v[iv], sim.tau[iv], names))
             if self.actuator_names and wanted.get("actuator_controls/state"):
                 work.append(("actuator_controls", t, sim.controls))
-        if lane is not None:
-            lane.record(due, t)
-        if self.moving and rates["tf_rate"].due(t) and wanted["tf"]:
+        if due & _TF and self.moving and wanted["tf"]:
             R, p = sim.link_poses()
             work.append(("tf", t, R.copy(), p.copy(), self.tf_layout))
         self._collect_readings(sim, t, work)
-        if rates["diagnostics_rate"].due(t) and wanted["diagnostics"]:
+        if due & _DIAGNOSTICS and wanted["diagnostics"]:
             work.append(("diagnostics", t, self.runner_stats))     # evaluated off the physics thread
         if work:
             self.publish_job(lambda: self._write(work))
@@ -622,13 +606,18 @@ class Bridge:
         """Every reading made visible since the last look, each once, in order, as work items
         (frames from a render thread may arrive several at a time)."""
         hil_, templates = self.hil, self.templates
-        readings = sim.readings(self._collected)     # every device's first (a merged Imu looks at its gyro's)
-        for name, newest in readings.items():
-            last = self._last.get(name)
-            if last is newest:
+        devices = sim.devices.values() if self._collected is None else self._collected
+        for dev in devices:          # every device's first (a merged Imu looks at its gyro's)
+            if dev.pending:
+                dev.visible(t)
+        seen = self._last
+        for dev in devices:
+            newest = dev.latest
+            name = dev.name
+            last = seen.get(name)
+            if last is newest or newest is None:
                 continue
-            self._last[name] = newest
-            dev = sim.devices[name]
+            seen[name] = newest
             for r in dev.shown_after(last) or (newest,):
                 if name in self.merged:
                     topic, acc, gyro = self.merged[name]

@@ -342,8 +342,9 @@ class TfTemplate(Template):
 
 
 def warm_up():
-    """Compile the TF kernel (or load it from the cache) for the argument types fill() gets: run
+    """Compile the TF and rate kernels (or load them from the cache) for the argument types they get: run
     in the warm-up (ros.session.simulation, mbsim warmup), before the first message and the clock."""
+    due_rates(np.ones(1), np.zeros(1, np.int64), 0.0)
     one_R, one_p = np.zeros((1, 3, 3)), np.zeros((1, 3))
     TfTemplate([("world", "warm_up")]).fill(0, one_R, one_p, np.array([-1], dtype=np.int64),
                                             np.array([0], dtype=np.int64), one_R, one_p)
@@ -351,6 +352,20 @@ def warm_up():
 
 with kernel_cache("ros"):
     from numba import njit
+
+    from .._kernel_cache import kernel
+
+    @kernel()
+    def due_rates(period, k, t):
+        """Which periodic publications are due after the step that reached time t: bit i set
+        when the i-th, due at k[i] * period[i] on the simulation clock, is; its k[i] then moves
+        to the first multiple after t. One call a step for all of them (ros/bridge.py)."""
+        mask = 0
+        for i in range(len(period)):
+            if t + 1e-9 >= k[i] * period[i]:
+                k[i] = np.int64(np.floor(t / period[i] + 1e-9)) + 1
+                mask |= 1 << i
+        return mask
 
     @njit(cache=True, nogil=True)
     def _write_rows(out, at, values):

@@ -282,13 +282,12 @@ class Simulation(dynamics.Simulation):
             dev.push(sense_optical(scene, dev, stamp))
 
     # -- readings ---------------------------------------------------------------------------
-    def readings(self, devices=None):
-        """{sensor name: Reading}: each device's (or each of `devices'`) newest reading whose
-        delay has passed."""
+    def readings(self):
+        """{sensor name: Reading}: each device's newest reading whose delay has passed."""
         out = {}
         t = self.t
-        for d in self.devices.values() if devices is None else devices:
+        for name, d in self.devices.items():
             r = d.visible(t) if d.pending else d.latest      # (most have nothing pending: no call)
             if r is not None:
-                out[d.name] = r
+                out[name] = r
         return out
