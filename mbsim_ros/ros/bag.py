@@ -49,6 +49,7 @@ _MESSAGE_RECORD = struct.Struct("<BQHIQQ")   # MCAP Message: opcode 5, length, c
 _CHUNK_HEAD = struct.Struct("<BQQQQI")       # MCAP Chunk: opcode 6, length, start/end time, uncompressed size, crc
 _INDEX_HEAD = struct.Struct("<BQHI")         # MCAP MessageIndex: opcode 7, length, channel, byte length
 _CHUNK_LIMIT = 1 << 20                        # rosbags closes a chunk past 1 MiB
+_QUEUED = 64                                  # chunks waiting for the writer thread at most
 _NO_TIME = (2 ** 63 - 1, 0)                   # an empty chunk's (start, end), as rosbags writes it
 _SIZE, _FIRST, _LAST, _COUNT, _LANE_END, _SEGMENT = range(6)   # the pending chunk's state array:
 # its size, first and last log time, messages, the end of its lane records in the lane buffer and
@@ -259,9 +260,12 @@ class _ChunkWriter:
     """A thread that writes full chunks into the MCAP file (compressing them first with zstd):
     the writes (tens of MB/s of images) and the compression release the GIL, so they cost the
     thread that records only a queue put per chunk. It is the only writer of the file between
-    the header rosbags writes at open and the summary it writes at close. The queue is short: a
-    disk slower than the recording holds the recording back instead of filling the memory. A
-    write that fails (a full disk) is raised by the next put and by close().
+    the header rosbags writes at open and the summary it writes at close. The queue holds up to
+    _QUEUED chunks (1 MiB each; ~2 s of the bundled world's recording): a disk that stalls for
+    less does not hold the recording back (with a bag the physics thread records every step's
+    messages itself, bag.Lane), and a disk slower than the recording for longer holds it back
+    instead of filling the memory. A write that fails (a full disk) is raised by the next put
+    and by close().
 
     The chunks go to the file with O_DIRECT where the file system allows it: each chunk's bytes
     are copied once into a page-aligned staging buffer and its whole 4 KiB blocks written with
@@ -285,7 +289,7 @@ class _ChunkWriter:
         self.free = free             # where a chunk's lane buffer goes once the chunk is written
         self.error = None
         self._direct = None          # _DirectFile after the first chunk, False for buffered writes
-        self._queue = queue.Queue(maxsize=4)
+        self._queue = queue.Queue(maxsize=_QUEUED)
         self._thread = threading.Thread(target=self._work, name="mbsim-bag-writer", daemon=True)
         self._thread.start()
 
@@ -606,7 +610,8 @@ with kernel_cache("ros"):
     def _store(typingctx, buf, at, value, kind):
         """Store `value` as the little-endian type `kind` (a NumPy scalar type: np.uint16,
         np.uint32, np.int32, np.uint64, np.float64) at buf[at:] (1-D uint8), at any alignment:
-        one store (x86 is little endian and takes unaligned stores)."""
+        one store (the CPUs ROS runs on, x86-64 and aarch64, are little endian and take unaligned
+        stores)."""
         target = kind.instance_type if isinstance(kind, types.NumberClass) else kind.dtype
 
         def codegen(context, builder, signature, args):
