@@ -488,7 +488,7 @@ class Bridge:
                     + [(js.effort_at + 8 * k, 2, int(i)) for k, i in enumerate(self.dof_v)])]
         assert len(members[1][4]) == 3 * n
         other = set(self.hil.sources) | set(self.hil.emulators) if self.hil is not None else set()
-        slot = sim._kin_slot
+        slot, readings, stamps, counts = sim.kinematic_samples
         lane_devices = set()
 
         def values(at, dev):
@@ -510,7 +510,7 @@ class Bridge:
                 at = tmpl.values_at if dev.kind == "force" else tmpl.accel_at if dev.kind == "accelerometer" else tmpl.gyro_at
                 members.append((pubs[dev.name], tmpl, slot[dev.name], 0, values(at, dev)))
                 lane_devices.add(dev.name)
-        self.lane = make(members, (sim.q, sim.v, sim.tau, sim._kin_out), sim._kin_count, sim._kin_stamp)
+        self.lane = make(members, (sim.q, sim.v, sim.tau, readings), counts, stamps)
         if self.lane is not None:
             self._collected = [d for d in sim.devices.values() if d.name not in lane_devices]
 

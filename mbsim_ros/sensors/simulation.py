@@ -241,6 +241,16 @@ class Simulation(dynamics.Simulation):
         return {d.name: self._kin_out[k, :3 if d.kind != "force" else 6].copy() for k, d in enumerate(self._kin)}
 
     @property
+    def kinematic_samples(self):
+        """(slots, values, stamps, counts): every accelerometer's, gyro's and force sensor's
+        newest sample in arrays written in place as it samples, for readers that take each
+        sample without a Reading (a bag's Lane, ros/bag.py). slots: {sensor name: row};
+        values (n, 6): the readings after noise and saturation (3 used by accelerometers and
+        gyros); stamps (n,): their stamps; counts (n,): samples taken so far. A world change
+        (add_model, remove_model, set_model_pose) makes new arrays."""
+        return self._kin_slot, self._kin_out, self._kin_stamp, self._kin_count
+
+    @property
     def scene(self):
         """The render Scene of all models (built on first use), posed at the current state."""
         from ..render import Scene

@@ -6,6 +6,7 @@ import mmap
 import os
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -406,9 +407,10 @@ def test_two_threads_publishing_lose_nothing(tmp_path):
         assert [raw for topic, raw in got if topic == f"/t{k}"] == [payload[k]] * 300
 
 
-def _record_world(path, config, steps, lane):
+def _record_world(path, config, steps, lane, events=None):
     """Step the bundled world for `steps` with a Bridge recording into a bag at `path`, with
-    or without the Lane; returns {topic: [(log time, message bytes)]} read back with mcap."""
+    or without the Lane; events: {step: f(sim, bridge)} called after that many steps. Returns
+    ({topic: [(log time, message bytes)]} read back with mcap, the bridge)."""
     import warnings
 
     from mcap.reader import make_reader
@@ -428,7 +430,9 @@ def _record_world(path, config, steps, lane):
     bridge = Bridge(sim, transport, config)
     bridge.start()
     assert (bridge.lane is not None) == lane
-    for _ in range(steps):
+    for k in range(steps):
+        if k in (events or {}):
+            events[k](sim, bridge)
         sim.step()
         bridge.on_step(sim)
     transport.close()
@@ -460,3 +464,33 @@ def test_the_lane_records_what_publishing_records(tmp_path, merge_imu):
     assert len(got["/SR1/LeftCamera/image_raw"]) >= 4 and len(got["/SR1/ChestRange"]) >= 2
     stats = bridge.transport.stats()
     assert all(stats[topic]["messages"] == len(got[topic]) for topic in got)
+
+
+def test_the_lane_follows_a_spawned_and_deleted_model(tmp_path):
+    """A robot spawned into the recording and deleted again: its kinematic sensors join the
+    lane at the spawn (a new lane for the new world) and leave it at the delete, and the bag
+    holds the same messages on every topic as one recorded without a lane."""
+    import mbsim_ros as mb
+    robot = mb.load_model(Path(__file__).resolve().parents[2] / "mbsim_ros" / "data" / "models" / "SR1.wrl")
+    lanes = []
+
+    def spawn(sim, bridge):
+        sim.add_model(robot, "robot2", ((1.5, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0)))
+        bridge.world_changed()
+        lanes.append(bridge.lane and {h.topic for h in bridge.lane.handles})
+
+    def delete(sim, bridge):
+        sim.remove_model("robot2")
+        bridge.world_changed()
+        lanes.append(bridge.lane and {h.topic for h in bridge.lane.handles})
+    config = {"real_time_factor": 0.0, "joint_state_rate": 1000.0}
+    events = {40: spawn, 80: delete}
+    got, _ = _record_world(tmp_path / "lane", config, 120, lane=True, events=events)
+    spawned = {"/SR1/robot2/WaistGyro", "/SR1/robot2/WaistAccelSensor", "/SR1/robot2/LeftAnkleForceSensor",
+               "/SR1/robot2/RightAnkleForceSensor"}
+    assert spawned <= lanes[0] and not spawned & lanes[1]
+    want, _ = _record_world(tmp_path / "publish", config, 120, lane=False, events=events)
+    assert got == want
+    assert len(got["/SR1/robot2/WaistGyro"]) == 40                       # samples at steps 41-80
+    names = [m.TYPESTORE.deserialize_cdr(data, m.JOINT_STATE).name for _, data in got["/SR1/joint_states"]]
+    assert "robot2/RLEG_KNEE" in names[60] and "robot2/RLEG_KNEE" not in names[-1]
