@@ -476,17 +476,17 @@ class Bridge:
         make = getattr(self.transport, "lane", None)
         if old is not None:
             self.transport.drop_lane(old)
-        if make is None or getattr(self.transport, "receives", False):
+        if make is None or self.live:
             return
         sim, pubs = self.sim, self.pubs
         js = tpl.JointStateTemplate(self.dof_names)
-        n = len(self.dof_names)
+        # (publication, template, sensor slot or -1, due bit, gathers: (offset in the message,
+        # source, index) with sources 0-3 = q, v, tau, the sensors' values: bag.LANE_SOURCES)
         members = [(pubs["clock"], tpl.ClockTemplate(), -1, _CLOCK.bit_length() - 1, []),
                    (pubs["joint_states"], js, -1, _JOINT_STATES.bit_length() - 1,
                     [(js.position_at + 8 * k, 0, int(i)) for k, i in enumerate(self.dof_q)]
                     + [(js.velocity_at + 8 * k, 1, int(i)) for k, i in enumerate(self.dof_v)]
                     + [(js.effort_at + 8 * k, 2, int(i)) for k, i in enumerate(self.dof_v)])]
-        assert len(members[1][4]) == 3 * n
         other = set(self.hil.sources) | set(self.hil.emulators) if self.hil is not None else set()
         slot, readings, stamps, counts = sim.kinematic_samples
         lane_devices = set()
