@@ -408,7 +408,8 @@ def test_hold_and_catch_up_change_at_run_time(sim):
 def test_pause_freezes_clock_and_step_advances_one_dt(sim):
     from std_srvs.srv import SetBool, Trigger
     proc, out, probe = sim
-    assert _set(probe, clock_rate=1000.0)[0].successful     # a /clock per step
+    # a /clock and a joint_states per step
+    assert all(r.successful for r in _set(probe, clock_rate=1000.0, joint_state_rate=1000.0))
     try:
         assert probe.call(SetBool, NS + "/pause", SetBool.Request(data=True)).success
         probe.wait("the paused parameter", lambda: _params(probe, ["paused"])["paused"] is True, 10)
@@ -418,18 +419,26 @@ def test_pause_freezes_clock_and_step_advances_one_dt(sim):
                 return probe.got["/clock"][-1][1]
         # frozen: /clock falls silent (once what was in flight, and this reader's backlog, is in)
         probe.wait("/clock to fall silent", lambda: time.monotonic() - last_arrival() > 1.5)
-        n, t = len(probe.messages("/clock")), probe.sim_time()
+        n, t_clock = len(probe.messages("/clock")), probe.sim_time()
+        # the time it paused at: the newest joint_states (reliable: the last one always arrives;
+        # /clock is best effort, as every simulator publishes it, so its last may be lost)
+        t = stamp_of(probe.messages(NS + "/joint_states")[-1])
+        assert t_clock in (pytest.approx(t, abs=1e-9), pytest.approx(t - 0.001, abs=1e-9))
         time.sleep(1.0)
-        assert len(probe.messages("/clock")) == n and probe.sim_time() == t
+        assert len(probe.messages("/clock")) == n and probe.sim_time() == t_clock
         r = probe.call(Trigger, NS + "/step", Trigger.Request())
         assert r.success
-        probe.wait("the stepped /clock", lambda: probe.sim_time() > t, 10)
+        assert float(r.message.split()[2]) == pytest.approx(t + 0.001, abs=1e-6)     # "t = ... s": one dt on
+        probe.wait("the stepped joint_states", lambda: stamp_of(probe.messages(NS + "/joint_states")[-1]) > t, 10)
+        assert stamp_of(probe.messages(NS + "/joint_states")[-1]) == pytest.approx(t + 0.001, abs=1e-9)
+        probe.wait("the stepped /clock", lambda: probe.sim_time() > t_clock, 10)
         assert probe.sim_time() == pytest.approx(t + 0.001, abs=1e-9)
-        assert float(r.message.split()[2]) == pytest.approx(t + 0.001, abs=1e-6)
     finally:
         # the parameter resumes as the service does
-        assert all(r.successful for r in _set(probe, paused=False, clock_rate=RATES["clock_rate"]))
-    assert _params(probe, ["paused", "clock_rate"]) == {"paused": False, "clock_rate": RATES["clock_rate"]}
+        assert all(r.successful for r in _set(probe, paused=False, clock_rate=RATES["clock_rate"],
+                                              joint_state_rate=RATES["joint_state_rate"]))
+    assert _params(probe, ["paused", "clock_rate", "joint_state_rate"]) == {
+        "paused": False, "clock_rate": RATES["clock_rate"], "joint_state_rate": RATES["joint_state_rate"]}
     probe.wait_sim(0.2)
 
 
