@@ -7,12 +7,14 @@ optional zstd compression of the MCAP chunks ("storage" compression; rosbag2's M
 refuses per-message compression). Summary, statistics and metadata.yaml are written on close().
 
 Writing without per-message writes: publish() adds one packed record header and the message
-bytes as they are (no copy) to the pending MCAP chunk's list of parts, and its log time and
-offset to the chunk's message index lists (~1.5 us a message; rosbags' Writer.write costs ~10 us
-in small writes and copies). A chunk past 1 MiB goes to a writer thread (_ChunkWriter) that
-writes its record, the parts (or their zstd compression) and its message index records (built
-with numpy) into the file, and hands its chunk index to rosbags' writer for the summary; the
-counts and time ranges rosbags keeps per message are added per chunk. It writes with O_DIRECT
+bytes as they are (no copy) to the pending MCAP chunk's list of parts, and its channel, log time
+and offset to the chunk's index array (~1.5 us a message; rosbags' Writer.write costs ~10 us in
+small writes and copies). A Lane (below) writes the messages of every step (clock, joint states,
+kinematic sensors) as records into a buffer of the chunk by one compiled call, with their index
+entries: no Python per message. A chunk past 1 MiB goes to a writer thread (_ChunkWriter) that
+writes its record, the parts (or their zstd compression) and its message index records (a
+compiled kernel) into the file, and hands its chunk index to rosbags' writer for the summary;
+the counts and time ranges rosbags keeps per message are added per chunk. It writes with O_DIRECT
 from a page-aligned staging buffer where the file system allows it (about half the CPU time
 per MiB of buffered writes, which matters at tens of MB/s of camera images), buffered
 elsewhere. The file's bytes are those rosbags' Writer.write writes message by message
@@ -39,8 +41,8 @@ from rosbags.rosbag2.enums import CompressionFormat, CompressionMode, StoragePlu
 
 from .._kernel_cache import kernel_cache
 from .messages import TYPESTORE
-from .templates import due_rates
 from .qos import to_bag_qos
+from .templates import due_rates
 from .transport import Publisher, Subscription, Transport, log, message_size
 
 __all__ = ["BagTransport"]

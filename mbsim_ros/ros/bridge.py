@@ -368,8 +368,7 @@ class Bridge:
         sampling, and starts again (on its own schedule) when one comes. On a transport that
         is not live (bag, "none") everything counts as subscribed."""
         t = self.transport
-        live = getattr(t, "receives", False)
-        self.wanted = {key: (not live) or t.subscriber_count(h) > 0 for key, h in self.pubs.items()}
+        self.wanted = {key: (not self.live) or t.subscriber_count(h) > 0 for key, h in self.pubs.items()}
         step = int(round(self.sim.t / self.sim.dt))
         always = set(self.hil.sources) | set(self.hil.emulators) if self.hil is not None else set()
         for dev in self.sim.devices.values():
@@ -759,8 +758,8 @@ class Bridge:
         """suffix: "" for the sensor's topic, "/sim" for the simulated value beside a real device."""
         key = dev.name + suffix
         if dev.kind in _KINEMATIC:
-            fill = self.template(key, lambda: self._kinematic_writer(dev, key), dev)
-            fill(r)
+            write = self.template(key, lambda: self._kinematic_writer(dev, key), dev)
+            write(r)
             return
         frame, stamp = self.frame(r.frame), r.stamp
         wanted, template, send = self.wanted, self.template, self._send_ns

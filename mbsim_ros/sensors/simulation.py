@@ -122,9 +122,11 @@ class Simulation(dynamics.Simulation):
         self._kin_body = np.zeros(n, dtype=np.int64)
         self._kin_R = np.zeros((n, 3, 3))
         self._kin_p = np.zeros((n, 3))
-        self._kin_out = np.zeros((n, 6))     # the sense kernel's output; after a sample, its values
-        self._kin_stamp = np.zeros(n)        # (noise and saturation applied), stamp and count per
-        self._kin_count = np.zeros(n, np.int64)    # device: what a bag's Lane records (ros/bag.py)
+        # the sense kernel's output; after a sample, each device's values (noise and saturation
+        # applied), stamp and sample count (kinematic_samples)
+        self._kin_out = np.zeros((n, 6))
+        self._kin_stamp = np.zeros(n)
+        self._kin_count = np.zeros(n, np.int64)
         self._kin_altered = {d.name for d in kin if d.saturate or d.noise.active}
         self._tau_scratch = np.zeros(self.nv)
         for k, d in enumerate(kin):
