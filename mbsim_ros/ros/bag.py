@@ -30,9 +30,9 @@ import errno
 import io
 import mmap
 import os
-import queue
 import struct
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -52,6 +52,11 @@ _CHUNK_HEAD = struct.Struct("<BQQQQI")       # MCAP Chunk: opcode 6, length, sta
 _INDEX_HEAD = struct.Struct("<BQHI")         # MCAP MessageIndex: opcode 7, length, channel, byte length
 _CHUNK_LIMIT = 1 << 20                        # rosbags closes a chunk past 1 MiB
 _QUEUED = 64                                  # chunks waiting for the writer thread at most
+# How often the chunk writer looks for chunks (s). It polls rather than being woken: waking a thread
+# that sleeps on an idle core cost the recording thread 15-55 us of CPU per chunk on a 2-core VM
+# (a queue's notify), a sleep that ends on the writer's own core costs it nothing; 5 ms is 1-2
+# chunks of the bundled world as fast as it runs, well inside the _QUEUED chunks' slack.
+_POLL = 0.005
 _NO_TIME = (2 ** 63 - 1, 0)                   # an empty chunk's (start, end), as rosbags writes it
 _SIZE, _FIRST, _LAST, _COUNT, _LANE_END, _SEGMENT = range(6)   # the pending chunk's state array:
 # its size, first and last log time, messages, the end of its lane records in the lane buffer and
@@ -261,8 +266,9 @@ class BagTransport(Transport):
 class _ChunkWriter:
     """A thread that writes full chunks into the MCAP file (compressing them first with zstd):
     the writes (tens of MB/s of images) and the compression release the GIL, so they cost the
-    thread that records only a queue put per chunk. It is the only writer of the file between
-    the header rosbags writes at open and the summary it writes at close. The queue holds up to
+    thread that records only an append to a queue per chunk (the writer looks for chunks every
+    _POLL instead of being woken). It is the only writer of the file between the header rosbags
+    writes at open and the summary it writes at close. The queue holds up to
     _QUEUED chunks (1 MiB each; ~2 s of the bundled world's recording): a disk that stalls for
     less does not hold the recording back (with a bag the physics thread records every step's
     messages itself, bag.Lane), and a disk slower than the recording for longer holds it back
@@ -291,16 +297,19 @@ class _ChunkWriter:
         self.free = free             # where a chunk's lane buffer goes once the chunk is written
         self.error = None
         self._direct = None          # _DirectFile after the first chunk, False for buffered writes
-        self._queue = queue.Queue(maxsize=_QUEUED)
+        self._queue = collections.deque()    # appended and popped under the GIL: no lock, no wake-up
         self._thread = threading.Thread(target=self._work, name="mbsim-bag-writer", daemon=True)
         self._thread.start()
 
     def put(self, chunk):
         self._raise()
-        self._queue.put(chunk)
+        while len(self._queue) >= _QUEUED:     # the disk is behind: hold the recording back
+            time.sleep(_POLL / 5)
+            self._raise()
+        self._queue.append(chunk)
 
     def close(self):
-        self._queue.put(None)
+        self._queue.append(None)
         self._thread.join()
         self._raise()
 
@@ -311,7 +320,10 @@ class _ChunkWriter:
 
     def _work(self):
         while True:
-            chunk = self._queue.get()
+            if not self._queue:
+                time.sleep(_POLL)
+                continue
+            chunk = self._queue.popleft()
             if chunk is None:
                 break
             parts, size, index, span, lane_buffer = chunk

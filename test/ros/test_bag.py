@@ -369,6 +369,47 @@ def test_a_failing_disk_is_one_clear_error_naming_the_bag(tmp_path, monkeypatch,
         bag.close()
 
 
+def test_a_stalled_disk_holds_the_recording_back_and_loses_nothing(tmp_path, monkeypatch):
+    """While the disk takes no writes, at most _QUEUED chunks wait in memory: the recording
+    thread is held at the next full chunk (not let to fill the memory), and once the disk
+    takes writes again every message is in the bag, in order."""
+    from rosbags.highlevel import AnyReader
+    monkeypatch.setattr(bagmod, "_QUEUED", 2)
+    stalled, release = threading.Event(), threading.Event()
+    write = bagmod._ChunkWriter._write
+
+    def stalled_write(self, *args):
+        stalled.set()
+        release.wait(30)
+        return write(self, *args)
+    monkeypatch.setattr(bagmod._ChunkWriter, "_write", stalled_write)
+    bag = BagTransport(tmp_path / "bag")
+    pub = bag.advertise("/cam", m.IMAGE, qos.SENSOR)
+    images = [m.image(1.0, "cam", np.full((480, 640, 3), k, np.uint8)) for k in range(12)]  # a chunk every two
+    published = []
+
+    def record():
+        for k, image in enumerate(images):
+            bag.publish(pub, image, k)
+            published.append(k)
+    recorder = threading.Thread(target=record)
+    recorder.start()
+    assert stalled.wait(30)
+    recorder.join(0.5)         # it would finish in well under that if nothing held it back
+    held = len(published)
+    try:
+        assert recorder.is_alive() and held < len(images)
+        # one chunk in the writer, _QUEUED waiting, the recorder in the put of the next
+        assert held == 2 * (1 + 2 + 1) - 1
+    finally:
+        release.set()
+        recorder.join(30)
+    bag.close()
+    assert published == list(range(12))
+    with AnyReader([tmp_path / "bag"]) as reader:
+        assert [raw for _, _, raw in reader.messages()] == images
+
+
 class _SlowLock:
     """A lock that waits a moment before it is taken: the other thread runs meanwhile."""
 
