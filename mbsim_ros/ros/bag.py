@@ -103,10 +103,12 @@ class BagTransport(Transport):
         self._write = self._writer.write
         self._storage = _fast_storage(self._writer)
         self._lock = threading.Lock()
-        self._chunk_writer = None
         self._lanes = []
         self._lane_capacity = 0          # bytes a lane buffer holds (a chunk's lane records and one more step's)
         self._free = collections.deque()    # lane buffers the chunk writer is done with
+        # started now, so that a run under a real-time priority can give it one (worker_threads)
+        self._chunk_writer = None if self._storage is None else _ChunkWriter(self._storage, self._writer, self.path,
+                                                                              self._free)
         self._new_chunk()
 
     def _new_chunk(self):
@@ -203,8 +205,6 @@ class BagTransport(Transport):
             st.message_end_time = max(st.message_end_time, last)
             w.min_timestamp = min(w.min_timestamp, first)
             w.max_timestamp = max(w.max_timestamp, last)
-        if self._chunk_writer is None:
-            self._chunk_writer = _ChunkWriter(self._storage, self._writer, self.path, self._free)
         self._chunk_writer.put((self._parts, int(state[_SIZE]), index, (first, last), self._lane_buffer))
         self._new_chunk()
 
@@ -225,6 +225,9 @@ class BagTransport(Transport):
             if lane in self._lanes:
                 lane.count()
                 self._lanes.remove(lane)
+
+    def worker_threads(self) -> list:
+        return [self._chunk_writer.native_id] if self._chunk_writer is not None else []
 
     def stats(self) -> dict:
         with self._lock:
@@ -300,6 +303,10 @@ class _ChunkWriter:
         self._queue = collections.deque()    # appended and popped under the GIL: no lock, no wake-up
         self._thread = threading.Thread(target=self._work, name="mbsim-bag-writer", daemon=True)
         self._thread.start()
+
+    @property
+    def native_id(self):
+        return self._thread.native_id
 
     def put(self, chunk):
         self._raise()

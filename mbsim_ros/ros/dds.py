@@ -249,6 +249,9 @@ class DdsTransport(Transport):
     def subscriber_count(self, handle: Publisher) -> int:
         return handle.impl.get_publication_matched_status().current_count
 
+    def worker_threads(self) -> list:
+        return [self._thread.native_id] if self._thread is not None else []
+
     # -- subscribing -------------------------------------------------------------------------
     def _subscribe(self, sub: Subscription):
         reader = DataReader(self._dp, self._topic(sub.topic, sub.typename),

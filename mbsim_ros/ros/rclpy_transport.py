@@ -37,6 +37,9 @@ class RclpyTransport(Transport):
             self._thread.start()
         self.node = node
 
+    def worker_threads(self) -> list:
+        return [self._thread.native_id] if self._thread is not None else []
+
     def _advertise(self, pub: Publisher):
         return self.node.create_publisher(message_class(pub.typename), pub.topic, to_rclpy_qos(pub.qos))
 

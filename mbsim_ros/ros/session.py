@@ -95,7 +95,7 @@ class Session:
             # scheduling on a busy machine they would keep it while descheduled (priority
             # inversion), so they run real-time too, one level below the physics
             workers = (self.publisher, getattr(sim, "optical_worker", None))
-            for tid in (w.native_id for w in workers if w is not None):
+            for tid in [w.native_id for w in workers if w is not None] + transport.worker_threads():
                 apply_os_scheduling(max(1, priority - 1), thread=tid)
         self.bridge.start()
         if self.publisher is not None:      # the first messages (templates built, the TF kernel

@@ -161,6 +161,11 @@ class Transport:
             time.sleep(0.01)
         return True
 
+    def worker_threads(self) -> list:
+        """The native (OS) ids of the threads this transport runs that take the GIL (a run under
+        a real-time priority runs them one level below the physics thread, ros/session.py)."""
+        return []
+
     def stats(self) -> dict:
         """{topic: {"type", "direction" ("out"/"in"), "messages", "bytes"}}; outputs also have
         "dropped" (messages the middleware did not accept in time, not counted in "messages")."""
@@ -257,6 +262,9 @@ class FanoutTransport(Transport):
 
     def subscriber_count(self, handle: Publisher) -> int:
         return sum(t.subscriber_count(h) for t, h in handle.impl)
+
+    def worker_threads(self) -> list:
+        return [tid for t in self.transports for tid in t.worker_threads()]
 
     def _close(self):
         errors = []

@@ -3,6 +3,7 @@ overruns while it runs; cameras render on their own thread and their frames reac
 their acquisition stamps; Python's switch interval is restored afterwards. No timing is asserted
 (tests never time): only that the figures are there and consistent."""
 import sys
+import threading
 import warnings
 
 import numpy as np
@@ -51,3 +52,43 @@ def test_a_paced_session_reports_lateness_live_and_renders_on_a_thread():
     assert set(np.round(stamps, 9)) <= set(np.round(expected, 9))
     assert len(stamps) + worker.skipped["LeftCamera"] >= 14    # 0.5 s: 15 or 16 instants, the last may be in flight
     assert worker.rendered >= 2 * len(stamps) - 2
+
+
+def test_under_a_realtime_priority_every_thread_that_takes_the_gil_runs_one_level_below(tmp_path):
+    """With realtime_priority N the publisher, render and bag writer threads run SCHED_FIFO at
+    N - 1 (each holds the GIL at times: at normal priority a busy machine could deschedule it
+    while the physics thread waits for the GIL), where this process may use SCHED_FIFO; where
+    it may not, the runner says why and the threads stay as they were."""
+    import os
+
+    from mbsim_ros.ros.bag import BagTransport
+    from mbsim_ros.ros.config import load_config
+    from mbsim_ros.ros.session import Session, simulation
+    from mbsim_ros.ros.world import load_world
+    config = load_config(None, {"real_time_factor": 1.0, "realtime_priority": 10})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        models, _ = load_world(config)
+    sim = simulation(models, config)
+    bag = BagTransport(tmp_path / "bag")
+    session = Session(sim, bag, config)
+    try:
+        threads = {"publisher": session.publisher.native_id, "render": sim.optical_worker.native_id}
+        [threads["bag writer"]] = bag.worker_threads()
+        assert len(set(threads.values()) | {threading.get_native_id()}) == 4
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))      # may this process?
+            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+            permitted = True
+        except PermissionError:
+            permitted = False
+        for name, tid in threads.items():
+            if permitted:
+                assert os.sched_getscheduler(tid) == os.SCHED_FIFO, name
+                assert os.sched_getparam(tid).sched_priority == 9, name
+            else:
+                assert os.sched_getscheduler(tid) != os.SCHED_FIFO, name
+        session.run(0.05)
+        assert permitted == session.runner.os_status.startswith("SCHED_FIFO")
+    finally:
+        session.close()

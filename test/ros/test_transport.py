@@ -88,6 +88,22 @@ def test_fanout_takes_parts_only_where_every_transport_does(tmp_path):
             assert [raw for _, _, raw in reader.messages()] == [image]
 
 
+def test_worker_threads_name_the_threads_a_transport_runs(tmp_path):
+    """worker_threads: the ids of live threads of this process that the transport started (the
+    bag's chunk writer; the DDS receive thread once something is subscribed), gathered by a
+    fan-out, none for the "none" transport."""
+    import threading
+    pytest.importorskip("cyclonedds")
+    from mbsim_ros.ros.bag import BagTransport
+    bag, none = BagTransport(tmp_path / "bag"), NullTransport()
+    dds = transport_for("dds", domain_id=203, env={"ROS_AUTOMATIC_DISCOVERY_RANGE": "OFF"})
+    with FanoutTransport([bag, none, dds]) as t:
+        assert none.worker_threads() == [] and dds.worker_threads() == []
+        t.subscribe("/cmd", m.JOINT_STATE, print)
+        live = {th.native_id: th.name for th in threading.enumerate()}
+        assert [live[tid] for tid in t.worker_threads()] == ["mbsim-bag-writer", "mbsim-dds-receive"]
+
+
 def test_subscription_callback_errors_are_contained(caplog):
     from mbsim_ros.ros.transport import Subscription
     calls = []
