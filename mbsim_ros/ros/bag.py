@@ -42,7 +42,6 @@ from rosbags.rosbag2.enums import CompressionFormat, CompressionMode, StoragePlu
 from .._kernel_cache import kernel_cache
 from .messages import TYPESTORE
 from .qos import to_bag_qos
-from .templates import due_rates
 from .transport import Publisher, Subscription, Transport, log, message_size
 
 __all__ = ["BagTransport"]
@@ -526,40 +525,44 @@ class _DirectFile:
 
 
 # The sources a lane's values are gathered from (Lane: sources)
-LANE_SOURCES = ("q", "v", "tau", "kinematic")
+LANE_SOURCES = ("q", "v", "tau", "kinematic", "tf")
 
 
 class Lane:
     """Messages of fixed layout that one compiled call per step fills and records into the bag's
-    pending chunk, with no Python per message: the clock, joint states and the kinematic
-    sensors' Imu and WrenchStamped, which come every step.
+    pending chunk, with no Python per message: the clock, joint states, /tf and the kinematic
+    sensors' Imu and WrenchStamped, which come every step or every few.
 
-    members: (handle, template (ros/templates.py), slot, due_bit, gathers) per message kind, in
-    the order they are recorded at an instant. slot >= 0: a kinematic sensor's; its message is
-    recorded when sample_count[slot] changed since the last record, stamped sample_stamp[slot];
-    slot -1: recorded at the steps where bit due_bit of the rates' mask (record) is set,
-    stamped with the step's time. gathers: (buffer offset in the message, source, index) per
-    float64 value written: sources[source][index], the sources being the arrays named in
-    LANE_SOURCES (the kinematic one flattened). The records are the bytes BagTransport.publish
-    would record for the template's bytes (tested), in the same chunks."""
+    members: (handle, template (ros/templates.py), slot, due_bit, gathers, stamps) per message
+    kind, in the order they are recorded at an instant. slot >= 0: a kinematic sensor's; its
+    message is recorded when sample_count[slot] changed since the last record, stamped
+    sample_stamp[slot]; slot -1: recorded at the steps where bit due_bit of the rates' mask
+    (record) is set, stamped with the step's time. gathers: (buffer offset in the message,
+    source, index) per float64 value written: sources[source][index], the sources being the
+    arrays named in LANE_SOURCES (flattened). stamps: the buffer offsets of the message's
+    builtin_interfaces/Time fields, each given the stamp (a TFMessage has one per transform).
+    The records are the bytes BagTransport.publish would record for the template's bytes
+    (tested), in the same chunks."""
 
     def __init__(self, bag, members, sources, sample_count, sample_stamp):
         self.bag = bag
         self.handles = [m[0] for m in members]
-        consts, table, gathers = [], [], []
+        consts, table, gathers, stamps = [], [], [], []
         at = 0
-        for handle, tmpl, slot, due_bit, values in members:
+        for handle, tmpl, slot, due_bit, values, stamp_at in members:
             data = bytes(tmpl.buf)
-            table.append((handle.impl.id, at, len(data), 4 + tmpl.stamp_at, slot, due_bit,
-                          len(gathers), len(gathers) + len(values)))
+            table.append((handle.impl.id, at, len(data), len(stamps), slot, due_bit,
+                          len(gathers), len(gathers) + len(values), len(stamps) + len(stamp_at)))
             gathers += values
+            stamps += stamp_at
             consts.append(data)
             at += len(data)
         self.consts = np.frombuffer(b"".join(consts) or b"\0", np.uint8).copy()
-        self.table = np.array(table, np.int64).reshape(-1, 8)
+        self.table = np.array(table, np.int64).reshape(-1, 9)
         self.gathers = np.array(gathers, np.int64).reshape(-1, 3)
+        self.stamps = np.array(stamps, np.int64)
         self.progress = np.zeros((len(members), 2), np.int64)    # per member: the sample count recorded, messages
-        for k, (_, _, slot, _, _) in enumerate(members):
+        for k, (_, _, slot, _, _, _) in enumerate(members):
             if slot >= 0:
                 self.progress[k, 0] = sample_count[slot]        # the samples before are not this lane's
         self.largest = 31 + max((len(c) for c in consts), default=0)
@@ -567,30 +570,29 @@ class Lane:
             raise ValueError("a lane reads its sources in place: C-contiguous float64 arrays expected")
         self.sources = tuple(a.reshape(-1) for a in sources)
         self.sample_count, self.sample_stamp = sample_count, sample_stamp
-        self._args = (self.consts, self.table, self.gathers, self.progress, *self.sources, sample_count, sample_stamp)
+        self._args = (self.consts, self.table, self.gathers, self.stamps, self.progress, *self.sources, sample_count,
+                      sample_stamp)
 
-    def record(self, t, period, k):
-        """Record the messages due after the step that reached time t; returns the mask of
-        templates.due_rates(period, k, t), which this call evaluates: its bits say which of the
-        members with slot -1 are due; the others are due when their sensor sampled."""
+    def record(self, t, mask):
+        """Record the messages due after the step that reached time t: those of the members with
+        slot -1 whose bit is set in mask (templates.due_rates), and those whose sensor sampled."""
         bag = self.bag
         args = self._args
         with bag._lock:
-            m, mask = 0, -1
+            m = 0
             while m < len(self.table):
                 buf = bag._lane_buffer
                 if buf is None or len(buf) < bag._lane_capacity:
                     bag._close_segment()
                     buf = bag._lane_buffer = np.empty(bag._lane_capacity, np.uint8)
                     bag._state[_LANE_END] = 0
-                m, mask = _record_lane(buf, bag._state, bag._index, *args, t, period, k, mask, m, _CHUNK_LIMIT)
+                m = _record_lane(buf, bag._state, bag._index, *args, t, mask, m, _CHUNK_LIMIT)
                 if m < 0:                          # the index is full: twice as long, then go on
                     m = -1 - m
                     index = bag._index
                     bag._index = np.concatenate([index, np.empty_like(index)])
                 elif bag._state[_SIZE] > _CHUNK_LIMIT:
                     bag._write_chunk()
-        return mask if mask >= 0 else due_rates(period, k, t)
 
     def count(self):
         """Add the messages recorded since the last count to the handles' counts (bag lock held)."""
@@ -605,8 +607,8 @@ def warm_up():
     they get: in the warm-up, before the first message and the clock."""
     f, i = np.zeros(1), np.zeros(1, np.int64)
     _record_lane(np.zeros(64, np.uint8), np.array([0, *_NO_TIME, 0, 0, -1], np.int64), np.zeros((1, 3), np.int64),
-                 np.zeros(1, np.uint8), np.zeros((0, 8), np.int64), np.zeros((0, 3), np.int64),
-                 np.zeros((0, 2), np.int64), f, f, f, f, i, f, 0.0, np.ones(1), i, -1, 0, _CHUNK_LIMIT)
+                 np.zeros(1, np.uint8), np.zeros((0, 9), np.int64), np.zeros((0, 3), np.int64), i,
+                 np.zeros((0, 2), np.int64), f, f, f, f, f, i, f, 0.0, 0, 0, _CHUNK_LIMIT)
     _message_index_records(np.zeros((1, 3), np.int64), np.zeros(31, np.uint8), np.zeros((1, 3), np.int64))
 
 
@@ -680,16 +682,13 @@ with kernel_cache("ros"):
         return found
 
     @kernel()
-    def _record_lane(buf, state, index, consts, table, gathers, progress, q, v, tau, kin, sample_count,
-                     sample_stamp, t, period, rate_k, mask, m, limit):
+    def _record_lane(buf, state, index, consts, table, gathers, stamps, progress, q, v, tau, kin, tf,
+                     sample_count, sample_stamp, t, mask, m, limit):
         """Lane.record's compiled part, from member m on: each due member's template bytes with
-        its stamp and values written in, as an MCAP Message record (_MESSAGE_RECORD) after the
-        chunk's lane records in buf, and its index entry. mask < 0: evaluate due_rates first.
-        Returns (the next member, mask): the next member is all of them, or the one after a
-        record that took the chunk past `limit` bytes (the caller writes the chunk, then calls
-        again from there), or -1 - m when the index is full at member m."""
-        if mask < 0:
-            mask = due_rates(period, rate_k, t)
+        its stamps and values written in, as an MCAP Message record (_MESSAGE_RECORD) after the
+        chunk's lane records in buf, and its index entry. Returns the next member: all of them,
+        or the one after a record that took the chunk past `limit` bytes (the caller writes the
+        chunk, then calls again from there), or -1 - m when the index is full at member m."""
         for m in range(m, len(table)):
             slot = table[m, 4]
             if slot < 0:
@@ -702,7 +701,7 @@ with kernel_cache("ros"):
                 stamp = sample_stamp[slot]
             count = state[3]
             if count == len(index):
-                return -1 - m, mask
+                return -1 - m
             # seconds and nanoseconds as messages.to_sec_nanosec rounds them (half to even)
             sec = np.floor(stamp)
             nanosec = np.rint((stamp - sec) * 1e9)
@@ -723,8 +722,9 @@ with kernel_cache("ros"):
             body = at + 31
             c = table[m, 1]
             _copy_bytes(buf, body, consts, c, n)
-            _store(buf, body + table[m, 3], isec, np.int32)
-            _store(buf, body + table[m, 3] + 4, insec, np.uint32)
+            for s in range(table[m, 3], table[m, 8]):
+                _store(buf, body + stamps[s], isec, np.int32)
+                _store(buf, body + stamps[s] + 4, insec, np.uint32)
             for g in range(table[m, 6], table[m, 7]):
                 src, i = gathers[g, 1], gathers[g, 2]
                 if src == 0:
@@ -733,8 +733,10 @@ with kernel_cache("ros"):
                     x = v[i]
                 elif src == 2:
                     x = tau[i]
-                else:
+                elif src == 3:
                     x = kin[i]
+                else:
+                    x = tf[i]
                 _store(buf, body + gathers[g, 0], x, np.float64)
             index[count, 0] = table[m, 0]
             index[count, 1] = ns
@@ -752,5 +754,5 @@ with kernel_cache("ros"):
                 progress[m, 0] = sample_count[slot]
             progress[m, 1] += 1
             if state[0] > limit:
-                return m + 1, mask
-        return len(table), mask
+                return m + 1
+        return len(table)

@@ -213,7 +213,8 @@ class Bridge:
         self._stamp = (None, 0)             # (seconds, nanoseconds) of the last stamp converted
         self.wanted = {}                    # publication key -> someone subscribes (lazy publishing)
         self.live = getattr(transport, "receives", False)    # subscribers come and go (lazy publishing)
-        self.lane = None                    # bag.Lane recording the clock, joint states, kinematic sensors
+        self.lane = None                    # bag.Lane recording the clock, joint states, /tf, kinematic sensors
+        self._lane_tf = None                # (its /tf values, each edge's first index there) when it records /tf
         self._collected = None              # the devices whose readings on_step collects (None: all)
         self.errors = []
         self.hil = None
@@ -467,11 +468,11 @@ class Bridge:
         self._build_lane()
 
     def _build_lane(self):
-        """Where the transport records a Lane (a bag): the clock, joint_states and every
+        """Where the transport records a Lane (a bag): the clock, joint_states, /tf and every
         kinematic sensor without a delay, a real device or a serial emulation go into one, filled
-        and recorded by one compiled call a step (bag.Lane); on_step collects the other devices'
-        readings only."""
-        old, self.lane, self._collected = self.lane, None, None
+        and recorded by one compiled call a step (bag.Lane; /tf's values computed just before,
+        at the steps it is due); on_step collects the other devices' readings only."""
+        old, self.lane, self._collected, self._lane_tf = self.lane, None, None, None
         make = getattr(self.transport, "lane", None)
         if old is not None:
             self.transport.drop_lane(old)
@@ -479,13 +480,22 @@ class Bridge:
             return
         sim, pubs = self.sim, self.pubs
         js = tpl.JointStateTemplate(self.dof_names)
+        clock = tpl.ClockTemplate()
         # (publication, template, sensor slot or -1, due bit, gathers: (offset in the message,
-        # source, index) with sources 0-3 = q, v, tau, the sensors' values: bag.LANE_SOURCES)
-        members = [(pubs["clock"], tpl.ClockTemplate(), -1, _CLOCK.bit_length() - 1, []),
+        # source, index) with sources 0-4 = q, v, tau, the sensors' values, /tf's values
+        # (bag.LANE_SOURCES), the stamps' offsets in the message)
+        members = [(pubs["clock"], clock, -1, _CLOCK.bit_length() - 1, [], [4 + clock.stamp_at]),
                    (pubs["joint_states"], js, -1, _JOINT_STATES.bit_length() - 1,
                     [(js.position_at + 8 * k, 0, int(i)) for k, i in enumerate(self.dof_q)]
                     + [(js.velocity_at + 8 * k, 1, int(i)) for k, i in enumerate(self.dof_v)]
-                    + [(js.effort_at + 8 * k, 2, int(i)) for k, i in enumerate(self.dof_v)])]
+                    + [(js.effort_at + 8 * k, 2, int(i)) for k, i in enumerate(self.dof_v)], [4 + js.stamp_at])]
+        tf_values = np.zeros(0)
+        if self.moving:         # each edge's (x, y, z, qx, qy, qz, qw) from tf_values, in order
+            tf = tpl.TfTemplate(self.tf_layout[0])
+            tf_values = np.zeros(7 * len(self.moving))
+            members.append((pubs["tf"], tf, -1, _TF.bit_length() - 1,
+                            [(4 + 8 * (int(at) + j), 4, 7 * e + j) for e, at in enumerate(tf.value_index)
+                             for j in range(7)], [4 + 4 * int(s) for s in tf.stamp_index]))
         other = set(self.hil.sources) | set(self.hil.emulators) if self.hil is not None else set()
         slot, readings, stamps, counts = sim.kinematic_samples
         lane_devices = set()
@@ -502,16 +512,18 @@ class Bridge:
                 tmpl = tpl.ImuTemplate(self.frame(acc.frame), accel=True, gyro=True, accel_variance=acc.variance,
                                        gyro_variance=gyro.variance)
                 members.append((pubs[topic], tmpl, slot[acc.name], 0,
-                                values(tmpl.accel_at, acc) + values(tmpl.gyro_at, gyro)))
+                                values(tmpl.accel_at, acc) + values(tmpl.gyro_at, gyro), [4 + tmpl.stamp_at]))
                 lane_devices |= {acc.name, gyro.name}
             elif dev.name in pubs:
                 tmpl = self._kinematic_template(dev, self.frame(dev.frame))
                 at = tmpl.values_at if dev.kind == "force" else tmpl.accel_at if dev.kind == "accelerometer" else tmpl.gyro_at
-                members.append((pubs[dev.name], tmpl, slot[dev.name], 0, values(at, dev)))
+                members.append((pubs[dev.name], tmpl, slot[dev.name], 0, values(at, dev), [4 + tmpl.stamp_at]))
                 lane_devices.add(dev.name)
-        self.lane = make(members, (sim.q, sim.v, sim.tau, readings), counts, stamps)
+        self.lane = make(members, (sim.q, sim.v, sim.tau, readings, tf_values), counts, stamps)
         if self.lane is not None:
             self._collected = [d for d in sim.devices.values() if d.name not in lane_devices]
+            if self.moving:
+                self._lane_tf = (tf_values, 7 * np.arange(len(self.moving)))
 
     def close(self):
         """Stop what start() started besides the transport (serial ports and their threads)."""
@@ -572,11 +584,13 @@ class Bridge:
         hil_ = self.hil
         if hil_ is not None:
             hil_.clock.tick(t)
+        due = tpl.due_rates(self.rate_period, self.rate_k, t)
         lane = self.lane
-        if lane is not None:       # the clock and joint_states recorded with the due rates' check
-            due = lane.record(t, self.rate_period, self.rate_k)
-        else:
-            due = tpl.due_rates(self.rate_period, self.rate_k, t)
+        if lane is not None:       # the clock, joint_states, /tf and kinematic sensors recorded
+            if due & _TF and self._lane_tf is not None:
+                R, p = sim.link_poses()
+                tpl.tf_values(R, p, *self.tf_layout[1:], *self._lane_tf)
+            lane.record(t, due)
         if due & _SUBSCRIBERS and self.live:
             self.refresh_subscribers()
         if due & _CLOCK and lane is None and wanted["clock"]:
@@ -591,7 +605,7 @@ class Bridge:
                     work.append(("joint_states", key, t, sim.q[iq], sim.v[iv], sim.tau[iv], names))
             if self.actuator_names and wanted.get("actuator_controls/state"):
                 work.append(("actuator_controls", t, sim.controls))
-        if due & _TF and self.moving and wanted["tf"]:
+        if due & _TF and self.moving and wanted["tf"] and lane is None:
             R, p = sim.link_poses()
             work.append(("tf", t, R.copy(), p.copy(), self.tf_layout))
         self._collect_readings(sim, t, work)

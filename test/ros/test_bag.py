@@ -227,7 +227,8 @@ def _imu_lane(bag, handle):
     values, count, stamp = np.zeros((1, 6)), np.zeros(1, np.int64), np.zeros(1)
     gathers = [(tmpl.accel_at + 8 * c, 3, c) for c in range(3)] + [(tmpl.gyro_at + 8 * c, 3, 3 + c) for c in range(3)]
     none = np.zeros(0)
-    return bag.lane([(handle, tmpl, 0, 0, gathers)], (none, none, none, values), count, stamp), values, count, stamp
+    return (bag.lane([(handle, tmpl, 0, 0, gathers, [4 + tmpl.stamp_at])], (none, none, none, values, none), count, stamp),
+            values, count, stamp)
 
 
 def _write_sequence(path, seq, compression, fast=True, batch=1, lane=False):
@@ -252,7 +253,7 @@ def _write_sequence(path, seq, compression, fast=True, batch=1, lane=False):
                 values[0] = (a.x, a.y, a.z, w.x, w.y, w.z)
                 stamp[0] = t
                 count[0] += 1
-                imu_lane.record(1e9, np.zeros(0), np.zeros(0, np.int64))    # (a time wrong for the Imu)
+                imu_lane.record(1e9, 0)    # (a time wrong for the Imu)
             elif batch == 1:
                 bag.publish(pubs[topic], data, m.to_nanoseconds(t))
             else:                          # images as parts: a header and the pixels' array
@@ -486,7 +487,7 @@ def _record_world(path, config, steps, lane, events=None):
 
 @pytest.mark.parametrize("merge_imu", [False, True])
 def test_the_lane_records_what_publishing_records(tmp_path, merge_imu):
-    """The bundled world recorded with the Lane (the clock, joint_states and kinematic sensors
+    """The bundled world recorded with the Lane (the clock, joint_states, /tf and kinematic sensors
     filled and recorded by one compiled call a step) and without it (every message filled by
     its template and published): on every topic the same messages, byte for byte, with the
     same log times. The accelerometer has noise (its values come from the noise model, not the
@@ -499,9 +500,10 @@ def test_the_lane_records_what_publishing_records(tmp_path, merge_imu):
     want, _ = _record_world(tmp_path / "publish", config, 150, lane=False)
     assert got == want
     in_lane = {h.topic for h in bridge.lane.handles}
-    assert in_lane == ({"/clock", "/SR1/joint_states", "/SR1/RightAnkleForceSensor"}
+    assert in_lane == ({"/clock", "/SR1/joint_states", "/tf", "/SR1/RightAnkleForceSensor"}
                        | ({"/SR1/WAIST_imu"} if merge_imu else {"/SR1/WaistAccelSensor", "/SR1/WaistGyro"}))
     assert len(got["/SR1/joint_states"]) == 151 and len(got["/SR1/LeftAnkleForceSensor"]) == 148   # stamps 0-147 ms: 3 ms old by 150
+    assert len(got["/tf"]) == 16                                  # 0, 10, ..., 150 ms
     assert len(got["/SR1/LeftCamera/image_raw"]) >= 4 and len(got["/SR1/ChestRange"]) >= 2
     stats = bridge.transport.stats()
     assert all(stats[topic]["messages"] == len(got[topic]) for topic in got)
