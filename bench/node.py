@@ -13,7 +13,7 @@ Prints, each from its own run:
   count) per simulated step in physics (the step kernel), sensors (kinematic sensors, rendering,
   ray casting, in whichever thread), messages (collecting in the physics thread, filling the
   templates, handing the bytes to the transport; with a bag, the Lane's filling and recording of
-  the clock, joint states and kinematic sensors, ros/bag.py) and bag (adding each message to
+  the clock, joint states, /tf and kinematic sensors, ros/bag.py) and bag (adding each message to
   the pending MCAP chunk, and the chunk writer thread writing the chunks into the file), from a
   third, instrumented run at rtf 0 (each timed call costs ~1 us more there); closing the bag
   (the last chunk, the summary, and rosbags writing metadata.yaml: ~0.15 s once per bag,

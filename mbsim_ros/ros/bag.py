@@ -9,9 +9,10 @@ refuses per-message compression). Summary, statistics and metadata.yaml are writ
 Writing without per-message writes: publish() adds one packed record header and the message
 bytes as they are (no copy) to the pending MCAP chunk's list of parts, and its channel, log time
 and offset to the chunk's index array (~1.5 us a message; rosbags' Writer.write costs ~10 us in
-small writes and copies). A Lane (below) writes the messages of every step (clock, joint states,
-kinematic sensors) as records into a buffer of the chunk by one compiled call, with their index
-entries: no Python per message. A chunk past 1 MiB goes to a writer thread (_ChunkWriter) that
+small writes and copies). A Lane (below) writes the messages of every step or every few (clock,
+joint states, /tf, kinematic sensors) as records into a buffer of the chunk by one compiled
+call, with their index entries: no Python per message. A chunk past 1 MiB goes to a writer
+thread (_ChunkWriter, which looks for chunks every _POLL rather than being woken) that
 writes its record, the parts (or their zstd compression) and its message index records (a
 compiled kernel) into the file, and hands its chunk index to rosbags' writer for the summary;
 the counts and time ranges rosbags keeps per message are added per chunk. It writes with O_DIRECT
