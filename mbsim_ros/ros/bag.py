@@ -552,13 +552,15 @@ class Lane:
         at = 0
         for handle, tmpl, slot, due_bit, values, stamp_at in members:
             data = bytes(tmpl.buf)
-            table.append((handle.impl.id, at, len(data), len(stamps), slot, due_bit,
-                          len(gathers), len(gathers) + len(values), len(stamps) + len(stamp_at)))
+            table.append((handle.impl.id, at, len(data), slot, due_bit, len(gathers), len(gathers) + len(values),
+                          len(stamps), len(stamps) + len(stamp_at)))
             gathers += values
             stamps += stamp_at
             consts.append(data)
             at += len(data)
         self.consts = np.frombuffer(b"".join(consts) or b"\0", np.uint8).copy()
+        # per member: channel, its template's bytes in consts (offset, length), slot, due bit,
+        # its gathers (first, end) and its stamps (first, end)
         self.table = np.array(table, np.int64).reshape(-1, 9)
         self.gathers = np.array(gathers, np.int64).reshape(-1, 3)
         self.stamps = np.array(stamps, np.int64)
@@ -691,9 +693,9 @@ with kernel_cache("ros"):
         or the one after a record that took the chunk past `limit` bytes (the caller writes the
         chunk, then calls again from there), or -1 - m when the index is full at member m."""
         for m in range(m, len(table)):
-            slot = table[m, 4]
+            slot = table[m, 3]
             if slot < 0:
-                if (mask >> table[m, 5]) & 1 == 0:
+                if (mask >> table[m, 4]) & 1 == 0:
                     continue
                 stamp = t
             else:
@@ -723,10 +725,10 @@ with kernel_cache("ros"):
             body = at + 31
             c = table[m, 1]
             _copy_bytes(buf, body, consts, c, n)
-            for s in range(table[m, 3], table[m, 8]):
+            for s in range(table[m, 7], table[m, 8]):
                 _store(buf, body + stamps[s], isec, np.int32)
                 _store(buf, body + stamps[s] + 4, insec, np.uint32)
-            for g in range(table[m, 6], table[m, 7]):
+            for g in range(table[m, 5], table[m, 6]):
                 src, i = gathers[g, 1], gathers[g, 2]
                 if src == 0:
                     x = q[i]

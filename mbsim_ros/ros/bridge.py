@@ -36,9 +36,9 @@ Every message is built once and serialized once; building and writing run in `pu
 AsyncPublisher's submit, so the physics thread never waits on a transport), or inline. The
 periodic messages (clock, joint states, TF, Imu, wrench, scans, camera info, image headers) are
 preallocated CDR templates (ros/templates.py) written in place, never message objects. On a bag,
-the clock, NS/joint_states and the kinematic sensors without a delay, real device or emulation
-(the messages of every step) are filled and recorded in the physics thread by one compiled call
-a step (bag.Lane), straight into the pending chunk: the same messages, byte for byte.
+the clock, joint_states, /tf and the kinematic sensors without a delay, real device or emulation
+(the messages of every step or every few) are filled and recorded in the physics thread by one
+compiled call a step (bag.Lane), straight into the pending chunk: the same messages, byte for byte.
 Lazy publishing: on a live transport a topic nobody subscribes to is not serialized, and a
 sensor none of whose topics has a subscriber is not sampled (not rendered, ray-cast or
 evaluated) until one comes; subscriber counts are looked at every 0.1 s of simulation time
@@ -748,12 +748,12 @@ class Bridge:
     def _kinematic_fill(self, dev, frame):
         """fill(ns, values) -> bytes of a kinematic sensor's message: its template bound once
         (these publish at up to every step)."""
-        tmpl = self._kinematic_template(dev, frame)
+        fill = self._kinematic_template(dev, frame).fill
         if dev.kind == "force":
-            return tmpl.fill
-        accel = dev.kind == "accelerometer"
-        fill = tmpl.fill
-        return (lambda ns, values: fill(ns, values, None)) if accel else (lambda ns, values: fill(ns, None, values))
+            return fill
+        if dev.kind == "accelerometer":
+            return lambda ns, values: fill(ns, values, None)
+        return lambda ns, values: fill(ns, None, values)
 
     def _kinematic_writer(self, dev, key):
         """write(reading): a kinematic sensor's message on publication `key` (its topic, or its
