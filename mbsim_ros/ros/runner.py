@@ -533,6 +533,15 @@ class Runner:
         self.sim.reset()
 
     # -- statistics ------------------------------------------------------------------------
+    def lateness(self) -> np.ndarray:
+        """The lateness (s) of the paced steps the statistics cover (the last `jitter_window`),
+        oldest first: a copy."""
+        n, ring = self._nlate, self._lateness
+        if n <= len(ring):
+            return ring[:n].copy()
+        k = n % len(ring)
+        return np.concatenate([ring[k:], ring[:k]])
+
     def stats(self) -> dict:
         """Counters and timing of the current (or last) run(); definitions in the module doc."""
         now = self._t_end if self._t_end is not None and not self._running else time.perf_counter()
@@ -551,9 +560,8 @@ class Runner:
             span = wall - oldest[0]
             if span > 0:
                 rtf_recent = (self._paced_steps - oldest[1]) * dt / span
-        nl = min(self._nlate, len(self._lateness))
-        if nl:
-            late = self._lateness[:nl].copy() if nl < len(self._lateness) else self._lateness.copy()
+        late = self.lateness()
+        if len(late):
             p50, p99 = (float(x) for x in np.percentile(late, [50, 99]))
             mean, worst = float(late.mean()), float(late.max())
             hist = np.histogram(late, LATENESS_BINS)[0]

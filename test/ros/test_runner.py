@@ -227,6 +227,24 @@ def test_lateness_statistics_cover_a_fixed_window_of_recent_steps(sim):
     assert sum(map(int, counts.values())) == 64
 
 
+def test_lateness_gives_each_steps_lateness_in_step_order_across_the_ring(sim):
+    """Runner.lateness(): the window's samples oldest first, also once the ring has wrapped (the
+    stall's step sits where its place in the run says; out of the window it is gone)."""
+    def samples(window, at):
+        sim.reset()
+        r = Runner(sim, rtf=4.0, policy="conservative", jitter_window=window, on_step=stall_once(at, 0.2))
+        s = r.run(0.2)
+        return r.lateness(), s
+    whole, s = samples(4096, 5)
+    assert len(whole) == 200 and whole.max() == pytest.approx(s["lateness_max_ms"] / 1e3)
+    assert int(whole.argmax()) == 5                 # the step after the 5th, which slept 0.2 s
+    wrapped, _ = samples(64, 150)                   # 200 steps in a ring of 64: steps 136..199 kept
+    assert len(wrapped) == 64 and wrapped.max() > 0.19
+    assert int(wrapped.argmax()) == 150 - 136
+    gone, _ = samples(64, 100)
+    assert gone.max() < 0.15
+
+
 def test_realtime_priority_is_applied_or_the_run_says_why(sim):
     """SCHED_FIFO when this process may use it (root with CAP_SYS_NICE, an rtprio limit), else
     a clear status naming what is missing; the run goes on either way."""
