@@ -3,7 +3,7 @@ cameras 30 Hz, range 10 Hz), joint_states at 1 kHz, /tf at 100 Hz, /clock every 
 recorded into a rosbag2 MCAP bag (the transport every machine has; live DDS costs about the
 same per message, see bench/node_messages.py for the cost per message type).
 
-    python bench/node.py [--seconds S] [--realtime-priority N] [--cpu K]
+    python bench/node.py [--seconds S] [--realtime-priority N] [--cpu K] [--plot PNG]
 
 Prints, each from its own run:
 - rtf 0 (as fast as possible, publishing inline, rendering on its thread): the real-time factor;
@@ -25,7 +25,9 @@ Prints, each from its own run:
   less late than that loop (on this 2-core VM it was woken up to 5-8 ms late on some days);
 - the machine's floor for recording the bag's bytes: one copy and an O_DIRECT write per byte,
   timed on as many bytes per step as the instrumented run recorded (camera images make most of
-  them): the part of "bag" that no code can avoid.
+  them): the part of "bag" that no code can avoid;
+- with --plot PNG, a picture of it: each step's lateness over the rtf 1 run beside the bare
+  loop's, the fraction of steps later than x with the goals drawn in, and the cost split.
 """
 import argparse
 import json
@@ -65,12 +67,14 @@ def run(seconds, rtf, bag_dir, extra=None):
     session.close()
     wall_with_flush = time.perf_counter() - t0
     messages = sum(v["messages"] for v in transport.stats().values() if v.get("direction", "out") == "out")
-    return stats, session.dropped(), messages, wall_with_flush, skipped, session.runner.os_status
+    # each step's lateness, and the first step's deadline (the pacing reference of a run that did not pause)
+    lateness = (session.runner._pace[0], session.runner.lateness())
+    return stats, session.dropped(), messages, wall_with_flush, skipped, session.runner.os_status, lateness
 
 
 _PACING_FLOOR = """
 import json, os, sys, time
-seconds, priority, cpu = float(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+seconds, priority, cpu, samples = float(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 if cpu >= 0:
     os.sched_setaffinity(0, {cpu})
 if priority:
@@ -90,17 +94,66 @@ for k in range(int(seconds * 1000)):
     while now < target:
         now = perf()
     late.append(now - target)
+if samples:             # its first deadline (perf_counter: CLOCK_MONOTONIC, one clock for every process), then each lateness
+    with open(samples, "w") as f:
+        f.write(" ".join(f"{x:.7f}" for x in [start, *late]))
 late.sort()
 print(json.dumps({"n": len(late), "p99_ms": 1e3 * late[int(0.99 * (len(late) - 1))], "max_ms": 1e3 * late[-1],
                   "over_2ms": sum(x >= 2e-3 for x in late), "priority": priority}))
 """
 
 
-def start_pacing_floor(seconds, priority, cpu):
-    """The bare paced loop (_PACING_FLOOR) in a process of its own, for `seconds`."""
+def start_pacing_floor(seconds, priority, cpu, samples=""):
+    """The bare paced loop (_PACING_FLOOR) in a process of its own, for `seconds`; it writes
+    each deadline's lateness (s) into the file `samples` when given one."""
     import subprocess
     return subprocess.Popen([sys.executable, "-c", _PACING_FLOOR, str(seconds), str(priority),
-                             str(-1 if cpu is None else cpu)], stdout=subprocess.PIPE, text=True)
+                             str(-1 if cpu is None else cpu), samples], stdout=subprocess.PIPE, text=True)
+
+
+def plot(path, node_late, floor_late, per, floor_us, title):
+    """The picture of a run: each step's lateness over the rtf 1 run beside the bare loop's (each
+    given as (first deadline, lateness per deadline), on one clock), the fraction of steps later
+    than x (where p99, overruns and max read off against the goals), and the CPU time per step
+    by part against the 20 % line."""
+    from matplotlib.figure import Figure
+    fig = Figure(figsize=(10, 10), dpi=100)
+    ax_time, ax_tail, ax_cost = fig.subplots(3, 1, gridspec_kw={"height_ratios": [3, 3, 1.4]})
+    floor_ms = 1e-3       # a log axis: lateness under 1 us is drawn at 1 us
+    series = [("bare paced loop beside it (the machine's floor)", floor_late, "0.6"),
+              ("the node (physics thread)", node_late, "tab:blue")]       # the node drawn on top
+    origin = node_late[0]
+    for label, (start, late), colour in series:
+        ms = np.maximum(1e3 * late, floor_ms)
+        ax_time.semilogy(start - origin + np.arange(len(ms)) * 1e-3, ms, ".", ms=1.5, color=colour, label=label)
+        tail = np.sort(ms)[::-1]
+        ax_tail.loglog(tail, np.arange(1, len(tail) + 1) / len(tail), color=colour, label=label)
+    for ax in (ax_time, ax_tail):
+        line = ax.axhline if ax is ax_time else ax.axvline
+        line(0.5, color="tab:orange", lw=0.8, ls="--", label="p99 goal 0.5 ms")
+        line(2.0, color="tab:red", lw=0.8, ls="--", label="max goal 2 ms")
+    ax_tail.axhline(1e-3, color="tab:purple", lw=0.8, ls=":", label="overrun goal: 0.1 % of steps over 1 ms")
+    ax_tail.axvline(1.0, color="tab:purple", lw=0.8, ls=":")
+    ax_time.set(xlabel="deadline (s from the node's first step)", ylabel="step lateness (ms)", title=title)
+    ax_tail.set(xlabel="lateness x (ms)", ylabel="fraction of steps later than x")
+    ax_time.legend(loc="upper right", fontsize=8, markerscale=6)
+    ax_tail.legend(loc="lower left", fontsize=8)
+    parts = ("physics", "sensors", "messages", "bag")
+    colours = ("tab:green", "tab:olive", "tab:blue", "tab:cyan")
+    left = 0.0
+    for part, colour in zip(parts, colours):
+        ax_cost.barh(0, per.get(part, 0.0), left=left, color=colour, label=f"{part} {per.get(part, 0.0):.1f} us")
+        left += per.get(part, 0.0)
+    budget = per["physics"] + per.get("sensors", 0.0) + 0.2 * per["physics"]
+    ax_cost.axvline(budget, color="tab:red", lw=1, ls="--", label="messages + bag goal: 20 % of physics")
+    if floor_us is not None:
+        start = per["physics"] + per.get("sensors", 0.0)
+        ax_cost.barh(-0.55, floor_us, left=start, height=0.25, color="0.4",
+                     label=f"the machine's floor for recording the bag's bytes {floor_us:.1f} us")
+    ax_cost.set(yticks=[], xlabel="CPU time per step (us, rtf 0, instrumented)")
+    ax_cost.legend(loc="upper center", bbox_to_anchor=(0.5, -0.55), ncol=3, fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
 
 
 def recording_floor(directory, mib=64):
@@ -196,19 +249,25 @@ def main():
     parser.add_argument("--seconds", type=float, default=10.0, help="simulated seconds per run (default 10)")
     parser.add_argument("--realtime-priority", type=int, default=0, help="SCHED_FIFO priority for the rtf 1 run")
     parser.add_argument("--cpu", type=int, help="pin the rtf 1 run's physics thread to this core")
+    parser.add_argument("--plot", metavar="PNG", help="draw the lateness and the cost split into this PNG")
     args = parser.parse_args()
     extra = {"realtime_priority": args.realtime_priority, "cpu": args.cpu}
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
         run(0.05, 0, os.path.join(tmp, "warmup"))           # numba cache, first renders
-        fast, dropped0, n0, _, _, _ = run(args.seconds, 0, os.path.join(tmp, "fast"))
+        fast, dropped0, n0, _, _, _, _ = run(args.seconds, 0, os.path.join(tmp, "fast"))
         floor_priority = min(args.realtime_priority + 1, 99) if args.realtime_priority else 0
-        floor_proc = start_pacing_floor(args.seconds + 2.0, floor_priority, args.cpu)   # + the run's setup
-        real, dropped1, n1, wall1, skipped1, os_status = run(args.seconds, 1.0, os.path.join(tmp, "real"), extra)
+        floor_samples = os.path.join(tmp, "floor-lateness.txt")
+        floor_proc = start_pacing_floor(args.seconds + 2.0, floor_priority, args.cpu,   # + the run's setup
+                                        floor_samples)
+        real, dropped1, n1, wall1, skipped1, os_status, node_late = run(args.seconds, 1.0, os.path.join(tmp, "real"),
+                                                                         extra)
         floor = json.loads(floor_proc.communicate()[0])
+        floor_start, *floor_late = np.loadtxt(floor_samples)
+        floor_late = (floor_start, np.array(floor_late))
         split = CostSplit()
         try:
-            timed, _, _, _, _, _ = run(min(args.seconds, 5.0), 0, os.path.join(tmp, "split"))
+            timed, _, _, _, _, _, _ = run(min(args.seconds, 5.0), 0, os.path.join(tmp, "split"))
         finally:
             split.restore()
         floor_per_mib = recording_floor(tmp)
@@ -239,6 +298,7 @@ def main():
           + f"; total {total:.1f} us; messages + bag = {100 * (per.get('messages', 0) + per.get('bag', 0)) / per['physics']:.0f} % "
           f"of physics; closing the bag {1e3 * split.cpu['bag close']:.0f} ms once")
     per_step_mib = recorded / 2**20 / timed["steps"]
+    floor_us = None
     if floor_per_mib is not None:
         floor_us = floor_per_mib * per_step_mib
         print(f"the machine's floor for recording {1024 * per_step_mib:.1f} KiB a step (the bag's size over the "
@@ -250,6 +310,11 @@ def main():
     print("issue 18 goals (defined on a quiet machine): "
           + ", ".join(f"{name} {'met' if ok else 'MISSED'}" for name, ok in goals)
           + (f" (the machine's floor alone had a max of {floor['max_ms']:.2f} ms)" if floor["max_ms"] >= 2.0 else ""))
+    if args.plot:
+        plot(args.plot, node_late, floor_late, per, floor_us,
+             f"bench/node.py, {time.strftime('%Y-%m-%d')}: rtf 1 for {args.seconds:g} s, {os_status}; "
+             f"load {load_before[0]:.2f}")
+        print(f"the picture: {args.plot}")
     return 0
 
 
