@@ -94,7 +94,7 @@ for k in range(int(seconds * 1000)):
     while now < target:
         now = perf()
     late.append(now - target)
-if samples:             # its first deadline (perf_counter: CLOCK_MONOTONIC, one clock for every process), then each lateness
+if samples:   # the first deadline (perf_counter: CLOCK_MONOTONIC, one clock for all processes), then each lateness
     with open(samples, "w") as f:
         f.write(" ".join(f"{x:.7f}" for x in [start, *late]))
 late.sort()
