@@ -33,6 +33,7 @@ IMAGE_FILES = (".png", ".jpg", ".jpeg")     # mbsim render -o / --depth
 MAX_IMAGE_SIDE = 16384                      # pixels, mbsim render --width / --height
 RENDER_BYTES_PER_PIXEL = 40                 # color, depth, inverse depth, encoding: what a frame holds
 Z_UP_HELP = "OpenSim models (y up): turn them so that their +y is the world's +z"
+_SUMMARY_STEPS = 300_000    # mbsim run's lateness summary: every step of runs up to this many (2.4 MB)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -94,7 +95,10 @@ def cmd_run(args):
         transports = [transport_for("none")]
     transport = transports[0] if len(transports) == 1 else FanoutTransport(transports)
     try:
-        session = Session(sim, transport, config, log=lambda text: print(f"note: {text}", file=sys.stderr))
+        # the summary's lateness over the whole run (up to _SUMMARY_STEPS; the live /diagnostics
+        # compute over the same window once a second, off the physics thread)
+        session = Session(sim, transport, config, log=lambda text: print(f"note: {text}", file=sys.stderr),
+                          jitter_window=min(steps + 1, _SUMMARY_STEPS))
     except BaseException:          # a bad devices:/emulate:/commands: entry: leave no bag behind
         transport.close()
         if args.bag:
@@ -130,7 +134,9 @@ def cmd_run(args):
     print(f"steps: {stats['steps']}  simulated: {stats['sim_time']:.3f} s  wall: {stats['wall_time']:.3f} s  "
           f"real-time factor: {stats['rtf']:.2f}  overruns: {stats['overruns']}  lateness mean/p50/p99/max: "
           f"{stats['lateness_mean_ms']:.3f}/{stats['lateness_p50_ms']:.3f}/{stats['lateness_p99_ms']:.3f}/"
-          f"{stats['lateness_max_ms']:.3f} ms  (model compile and load {prepare:.2f} s)")
+          f"{stats['lateness_max_ms']:.3f} ms"
+          + (f" (of the last {stats['lateness_steps']} steps)" if 0 < stats['lateness_steps'] < stats['steps'] else "")
+          + f"  (model compile and load {prepare:.2f} s)")
     if session.runner.realtime_priority or session.runner.cpu is not None:
         print(f"physics thread: {session.runner.os_status}")
     root = models[0].root_links[0]

@@ -32,7 +32,9 @@ Definitions (stats()):
   clock granularity). Recorded for every paced step (rtf > 0; not for step_once steps) in a
   fixed-size ring buffer (`jitter_window` entries, no per-step allocation): lateness_mean_ms,
   lateness_p50_ms, lateness_p99_ms, lateness_max_ms and lateness_histogram (how many steps were
-  late by < 0.1, 0.1-0.5, 0.5-1, 1-2 and >= 2 ms) are over that window.
+  late by < 0.1, 0.1-0.5, 0.5-1, 1-2 and >= 2 ms) are over that window, lateness_steps says how
+  many steps it holds (the run's paced steps, at most jitter_window). Everything else, overruns
+  included, covers the whole run.
 - overrun: a paced step whose lateness exceeds one step period of wall time, dt / rtf. While
   compensatory catches up after a stall every step of the catch-up counts; conservative counts
   the one step whose lateness it drops. Never counted at rtf 0.
@@ -83,8 +85,10 @@ class Runner:
     on_step: called as on_step(sim) in the physics thread after each step (each chunk).
     chunk: steps per iteration, in one sim.step(chunk) call; pacing, lateness and on_step are
         then per chunk (chunk=1: per step).
-    progress: called as progress(stats()) from the physics thread at most every 0.1 s of wall
-        time, and once when run() ends (e.g. to update a tqdm bar).
+    progress: called as progress(counters()) from the physics thread at most every 0.1 s of
+        wall time, and once when run() ends (e.g. to update a tqdm bar); counters() is stats()
+        without the lateness statistics, whose percentiles over a long window would cost the
+        physics thread milliseconds.
     spin: seconds before each target spent busy-waiting instead of sleeping (0: sleep only).
     jitter_window: how many recent lateness samples the statistics cover.
     """
@@ -379,7 +383,7 @@ class Runner:
                 self._physics_ident = None
                 self._cv.notify_all()
         if self.progress is not None:
-            self.progress(self.stats())
+            self.progress(self.counters())
         return self.stats()
 
     def _loop(self, sim, dt, remaining):
@@ -464,7 +468,7 @@ class Runner:
                 window[i % nwin, 1] = self._paced_steps
                 self._nwindow = i + 1
                 if progress is not None:
-                    progress(self.stats())
+                    progress(self.counters())
 
     def _control(self, remaining):
         """Apply requests between steps; park while paused. Returns (restart the pacing
@@ -542,8 +546,8 @@ class Runner:
         k = n % len(ring)
         return np.concatenate([ring[k:], ring[:k]])
 
-    def stats(self) -> dict:
-        """Counters and timing of the current (or last) run(); definitions in the module doc."""
+    def counters(self) -> dict:
+        """stats() without the lateness statistics: cheap at any window size."""
         now = self._t_end if self._t_end is not None and not self._running else time.perf_counter()
         paused_wall = self._paused_wall
         if self._pause_began is not None:
@@ -560,14 +564,6 @@ class Runner:
             span = wall - oldest[0]
             if span > 0:
                 rtf_recent = (self._paced_steps - oldest[1]) * dt / span
-        late = self.lateness()
-        if len(late):
-            p50, p99 = (float(x) for x in np.percentile(late, [50, 99]))
-            mean, worst = float(late.mean()), float(late.max())
-            hist = np.histogram(late, LATENESS_BINS)[0]
-        else:
-            mean = p50 = p99 = worst = 0.0
-            hist = np.zeros(len(LATENESS_BINS) - 1, dtype=int)
         return {
             "steps": self._steps,
             "sim_time": float(self.sim.t),
@@ -578,14 +574,28 @@ class Runner:
             "target_rtf": self.rtf,
             "overruns": self._overruns,
             "dropped_time": self._dropped,
-            "lateness_mean_ms": mean * 1e3,
-            "lateness_p50_ms": p50 * 1e3,
-            "lateness_p99_ms": p99 * 1e3,
-            "lateness_max_ms": worst * 1e3,
-            "lateness_histogram": " ".join(f"{label}:{n}" for label, n in zip(LATENESS_LABELS, hist)),
             "paused": self._paused,
             "running": self._running,
         }
+
+    def stats(self) -> dict:
+        """Counters and timing of the current (or last) run() and the lateness statistics over
+        the window; definitions in the module doc."""
+        late = self.lateness()
+        if len(late):
+            p50, p99 = (float(x) for x in np.percentile(late, [50, 99]))
+            mean, worst = float(late.mean()), float(late.max())
+            hist = np.histogram(late, LATENESS_BINS)[0]
+        else:
+            mean = p50 = p99 = worst = 0.0
+            hist = np.zeros(len(LATENESS_BINS) - 1, dtype=int)
+        return dict(self.counters(),
+                    lateness_steps=len(late),
+                    lateness_mean_ms=mean * 1e3,
+                    lateness_p50_ms=p50 * 1e3,
+                    lateness_p99_ms=p99 * 1e3,
+                    lateness_max_ms=worst * 1e3,
+                    lateness_histogram=" ".join(f"{label}:{n}" for label, n in zip(LATENESS_LABELS, hist)))
 
 
 LATENESS_BINS = np.array([-np.inf, 1e-4, 5e-4, 1e-3, 2e-3, np.inf])   # s
