@@ -67,8 +67,9 @@ def run(seconds, rtf, bag_dir, extra=None):
     session.close()
     wall_with_flush = time.perf_counter() - t0
     messages = sum(v["messages"] for v in transport.stats().values() if v.get("direction", "out") == "out")
-    # each step's lateness, and the first step's deadline (the pacing reference of a run that did not pause)
-    lateness = (session.runner._pace[0], session.runner.lateness())
+    # the first step's deadline (the pacing reference of a compensatory run that did not pause),
+    # and each step's lateness
+    lateness = (session.runner.pacing_reference[0], session.runner.lateness())
     return stats, session.dropped(), messages, wall_with_flush, skipped, session.runner.os_status, lateness
 
 

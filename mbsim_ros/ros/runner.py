@@ -162,6 +162,13 @@ class Runner:
         """Whether a pause is in effect (requested); the loop parks at the next step boundary."""
         return self._paused
 
+    @property
+    def pacing_reference(self):
+        """(wall time (time.perf_counter()), simulation time) the last paced run's schedule
+        counts from: the steps after it are due at wall + k dt / rtf. None before a paced run;
+        a pause, a reset, a new rtf and conservative catch-up each move it."""
+        return self._pace
+
     def sim_time(self, wall: float | None = None) -> float:
         """The simulation time the pacing schedule assigns to wall-clock instant `wall`
         (time.perf_counter(); default now): ref_t + (wall - ref) * rtf, with the reference of

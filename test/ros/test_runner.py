@@ -245,6 +245,18 @@ def test_lateness_gives_each_steps_lateness_in_step_order_across_the_ring(sim):
     assert gone.max() < 0.15
 
 
+def test_the_pacing_reference_is_where_the_schedule_counts_from(sim):
+    """pacing_reference: (wall, simulation time) of the paced run's start; its 50 steps are due
+    from there on, so the run ends at least 49 ms after it (a loaded machine only later)."""
+    r = Runner(sim, rtf=1.0)
+    assert r.pacing_reference is None
+    t0 = time.perf_counter()
+    r.run(0.05)
+    t1 = time.perf_counter()
+    wall, t = r.pacing_reference
+    assert t == 0.0 and t0 <= wall <= t1 - 0.049
+
+
 def test_realtime_priority_is_applied_or_the_run_says_why(sim):
     """SCHED_FIFO when this process may use it (root with CAP_SYS_NICE, an rtprio limit), else
     a clear status naming what is missing; the run goes on either way."""
