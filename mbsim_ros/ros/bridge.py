@@ -36,9 +36,11 @@ Every message is built once and serialized once; building and writing run in `pu
 AsyncPublisher's submit, so the physics thread never waits on a transport), or inline. The
 periodic messages (clock, joint states, TF, Imu, wrench, scans, camera info, image headers) are
 preallocated CDR templates (ros/templates.py) written in place, never message objects. On a bag,
-the clock, joint_states, /tf and the kinematic sensors without a delay, real device or emulation
-(the messages of every step or every few) are filled and recorded in the physics thread by one
-compiled call a step (bag.Lane), straight into the pending chunk: the same messages, byte for byte.
+alone or beside a live transport, the clock, joint_states, /tf and the kinematic sensors without
+a delay, real device or emulation (the messages of every step or every few) are filled and
+recorded in the physics thread by one compiled call a step (bag.Lane), straight into the pending
+chunk: the same messages, byte for byte; beside it a live transport gets them only while it has
+subscribers to them (FanoutTransport).
 Lazy publishing: on a live transport a topic nobody subscribes to is not serialized, and a
 sensor none of whose topics has a subscriber is not sampled (not rendered, ray-cast or
 evaluated) until one comes; subscriber counts are looked at every 0.1 s of simulation time
@@ -216,6 +218,8 @@ class Bridge:
         self.lane = None                    # bag.Lane recording the clock, joint states, /tf, kinematic sensors
         self._lane_tf = None                # (its /tf values, each edge's first index there) when it records /tf
         self._collected = None              # the devices whose readings on_step collects (None: all)
+        self._lane_keys = frozenset()       # the publication keys the lane records
+        self._lane_devices = frozenset()    # the names of the devices whose messages it records
         self.errors = []
         self.hil = None
         if hil.configured(config):
@@ -351,8 +355,8 @@ class Bridge:
             t.subscribe(self.topic("inputs"), msg.JOINT_STATE, self._on_inputs)
         if self.hil is not None:
             self.hil.start(t)
-        self.refresh_subscribers()
         self._build_lane()
+        self.refresh_subscribers()
         self.on_step(sim)              # the initial state at t
 
     def device_keys(self, dev):
@@ -367,15 +371,28 @@ class Bridge:
     def refresh_subscribers(self):
         """Lazy publishing: which topics have a subscriber now; a sensor without any stops
         sampling, and starts again (on its own schedule) when one comes. On a transport that
-        is not live (bag, "none") everything counts as subscribed."""
+        is not live (bag, "none") everything counts as subscribed. What a lane records is
+        wanted only by the live transports' subscribers beside it (a fan-out does not count the
+        bag for them); its sensors always sample, and on_step collects their readings only
+        while a topic of theirs is wanted."""
         t = self.transport
-        self.wanted = {key: (not self.live) or t.subscriber_count(h) > 0 for key, h in self.pubs.items()}
+        recorded = self._lane_keys
+        self.wanted = {key: t.subscriber_count(h) > 0 if self.live else key not in recorded
+                       for key, h in self.pubs.items()}
         step = int(round(self.sim.t / self.sim.dt))
         always = set(self.hil.sources) | set(self.hil.emulators) if self.hil is not None else set()
+        laned = self._lane_devices
+        collected = []
         for dev in self.sim.devices.values():
+            keys = self.device_keys(dev)
+            wanted = any(self.wanted[k] for k in keys)
             if dev.name not in always:
-                keys = self.device_keys(dev)
-                dev.set_idle(bool(keys) and not any(self.wanted[k] for k in keys), step)
+                dev.set_idle(bool(keys) and not wanted and dev.name not in laned, step)
+            if dev.name not in laned or wanted:
+                collected.append(dev)
+                if self._collected is not None and dev not in self._collected and dev.latest is not None:
+                    self._last[dev.name] = dev.latest     # from now on, not the readings the lane recorded
+        self._collected = collected if self.lane is not None else None
 
     def reset(self):
         """After the simulation went back to t = 0 (in the physics thread): every rate counts
@@ -464,19 +481,21 @@ class Bridge:
         for name in list(self._last):
             if name not in self.sim.devices:
                 del self._last[name]
-        self.refresh_subscribers()         # the new topics' subscribers; new sensors idle if none
         self._build_lane()
+        self.refresh_subscribers()         # the new topics' subscribers; new sensors idle if none
 
     def _build_lane(self):
         """Where the transport records a Lane (a bag): the clock, joint_states, /tf and every
         kinematic sensor without a delay, a real device or a serial emulation go into one, filled
         and recorded by one compiled call a step (bag.Lane; /tf's values computed just before,
-        at the steps it is due); on_step collects the other devices' readings only."""
+        at the steps it is due); on_step collects the other devices' readings, and the lane's
+        while a live transport beside the bag has subscribers to them (refresh_subscribers)."""
         old, self.lane, self._collected, self._lane_tf = self.lane, None, None, None
+        self._lane_keys, self._lane_devices = frozenset(), frozenset()
         make = getattr(self.transport, "lane", None)
         if old is not None:
             self.transport.drop_lane(old)
-        if make is None or self.live:
+        if make is None:
             return
         sim, pubs = self.sim, self.pubs
         js = tpl.JointStateTemplate(self.dof_names)
@@ -521,6 +540,8 @@ class Bridge:
                 lane_devices.add(dev.name)
         self.lane = make(members, (sim.q, sim.v, sim.tau, readings, tf_values), counts, stamps)
         if self.lane is not None:
+            self._lane_keys = frozenset(key for key, h in pubs.items() if any(h is m[0] for m in members))
+            self._lane_devices = frozenset(lane_devices)
             self._collected = [d for d in sim.devices.values() if d.name not in lane_devices]
             if self.moving:
                 self._lane_tf = (tf_values, 7 * np.arange(len(self.moving)))
@@ -593,10 +614,10 @@ class Bridge:
             lane.record(t, due)
         if due & _SUBSCRIBERS and self.live:
             self.refresh_subscribers()
-        if due & _CLOCK and lane is None and wanted["clock"]:
+        if due & _CLOCK and wanted["clock"]:
             work.append(("clock", t))
         if due & _JOINT_STATES:
-            if lane is None and wanted["joint_states"]:
+            if wanted["joint_states"]:
                 work.append(("joint_states", "joint_states", t, sim.q[self.dof_q], sim.v[self.dof_v],
                              sim.tau[self.dof_v], self.dof_names))    # the names of that step (a spawn may change them)
             for entity, (iq, iv, names) in self.namespaced_dofs.items():
@@ -605,7 +626,7 @@ class Bridge:
                     work.append(("joint_states", key, t, sim.q[iq], sim.v[iv], sim.tau[iv], names))
             if self.actuator_names and wanted.get("actuator_controls/state"):
                 work.append(("actuator_controls", t, sim.controls))
-        if due & _TF and self.moving and wanted["tf"] and lane is None:
+        if due & _TF and self.moving and wanted["tf"]:
             R, p = sim.link_poses()
             work.append(("tf", t, R.copy(), p.copy(), self.tf_layout))
         self._collect_readings(sim, t, work)
@@ -819,8 +840,10 @@ class Bridge:
         if self.actuator_names:
             values["actuators_enabled"] = str(self.sim.actuators_enabled).lower()
         out = [("mbsim: simulation", level, message, values)]
-        for name, r in list(self._last.items()):
-            dev = self.sim.devices[name]
+        for name, dev in list(self.sim.devices.items()):    # (those a lane records too)
+            r = dev.latest
+            if r is None:
+                continue
             sat = getattr(r, "saturated", False)
             out.append((f"mbsim: {name}", 1 if sat else 0, "saturated" if sat else "ok",
                         {"kind": dev.kind, "rate": f"{dev.rate:g}", "stamp": f"{r.stamp:.6f}"}))

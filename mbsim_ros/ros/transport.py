@@ -225,32 +225,97 @@ class NullTransport(Transport):
 
 class FanoutTransport(Transport):
     """The same messages to several transports (e.g. live DDS and a bag); subscriptions go to the
-    transports that deliver input (not bags, not "none"). Closing closes them all."""
+    transports that deliver input (not bags, not "none"). Closing closes them all.
+
+    Each transport gets only what someone there reads, as a single live transport does (lazy
+    publishing, ros/bridge.py):
+    - lane(): the first transport that records a bag.Lane records one for the fan-out's
+      handles; publish() then leaves that transport out for the handles its lane records, and
+      subscriber_count() does not count it for them. So the messages of every step (the clock,
+      joint states, kinematic sensors) are built for a live transport beside a bag only while
+      it has subscribers to them.
+    - subscriber_count() notes which live transports have no reader of a volatile topic;
+      publish() leaves them out until the next look (a reader that comes in between misses
+      what it would have missed with one live transport too). Topics with transient local
+      durability (/tf_static, descriptions) always go to every transport: late readers get them.
+    - It takes an image as parts and joins them once for the transports that want whole messages
+      and are not left out (a camera nobody watches live is never joined)."""
 
     kind = "fanout"
+    takes_parts = True
 
     @property
     def receives(self):
         return any(t.receives for t in self.transports)
-
-    @property
-    def takes_parts(self):
-        return all(t.takes_parts for t in self.transports)
 
     def __init__(self, transports):
         super().__init__()
         self.transports = list(transports)
         if not self.transports:
             raise ValueError("FanoutTransport needs at least one transport")
+        # the transports' handles publish() leaves out; frozensets replaced, never changed, as
+        # publish() reads them on another thread
+        self._laned = frozenset()      # recorded by a lane
+        self._unread = frozenset()     # of a live transport with no reader at the last look
+        self._left_out = frozenset()   # both
 
     def _advertise(self, pub):
         return [(t, t.advertise(pub.topic, pub.typename, pub.qos)) for t in self.transports]
 
     def publish(self, handle: Publisher, data: bytes, stamp_ns: int = 0) -> None:
-        for t, h in handle.impl:
-            t.publish(h, data, stamp_ns)
-        handle.messages += 1
-        handle.bytes += message_size(data)     # parts only where every transport takes them
+        self.publish_many(((handle, data, stamp_ns),))
+
+    def publish_many(self, messages) -> None:
+        """Each transport's share of the messages in one publish_many (a bag: under one lock)."""
+        left_out = self._left_out
+        shares = {t: [] for t in self.transports}
+        for handle, data, stamp_ns in messages:
+            whole = data if data.__class__ is not tuple else None
+            for t, h in handle.impl:
+                if h in left_out:
+                    continue
+                if whole is None and not t.takes_parts:
+                    whole = b"".join(data)
+                shares[t].append((h, data if t.takes_parts else whole, stamp_ns))
+            handle.messages += 1
+            handle.bytes += message_size(data)
+        for t, share in shares.items():
+            if share:
+                t.publish_many(share)
+
+    def lane(self, members, sources, sample_count, sample_stamp):
+        """A lane of the first transport that records lanes, recording `members` (their handles
+        this fan-out's); None where none does."""
+        for t in self.transports:
+            make = getattr(t, "lane", None)
+            if make is None:
+                continue
+            mine = [(dict(m[0].impl)[t], *m[1:]) for m in members]
+            lane = make(mine, sources, sample_count, sample_stamp)
+            if lane is not None:
+                self._laned = self._laned | {m[0] for m in mine}
+                self._left_out = self._laned | self._unread
+            return lane
+        return None
+
+    def drop_lane(self, lane):
+        lane.bag.drop_lane(lane)
+        self._laned = self._laned - set(lane.handles)
+        self._left_out = self._laned | self._unread
+
+    def stats(self) -> dict:
+        """Per topic, the messages and bytes of the transport that got the most of them (a bag
+        records everything, a live transport what had readers), the dropped ones summed."""
+        out = super().stats()
+        for t in self.transports:
+            for topic, v in t.stats().items():
+                mine = out.get(topic)
+                if mine is None or v["direction"] != "out" or mine["direction"] != "out":
+                    continue
+                if v["messages"] > mine["messages"]:
+                    mine["messages"], mine["bytes"] = v["messages"], v["bytes"]
+                mine["dropped"] += v.get("dropped", 0)
+        return out
 
     def _unadvertise(self, pub):
         for t, h in pub.impl:
@@ -261,7 +326,19 @@ class FanoutTransport(Transport):
         return [t.subscribe(sub.topic, sub.typename, sub.deliver, sub.qos) for t in live]
 
     def subscriber_count(self, handle: Publisher) -> int:
-        return sum(t.subscriber_count(h) for t, h in handle.impl)
+        laned, count, unread = self._laned, 0, set()
+        for t, h in handle.impl:
+            if h in laned:
+                continue
+            n = t.subscriber_count(h)
+            count += n
+            if n == 0 and t.receives and not handle.qos.transient_local:
+                unread.add(h)
+        mine = {h for _, h in handle.impl}
+        if (mine & self._unread) != unread:
+            self._unread = (self._unread - mine) | unread
+            self._left_out = self._laned | self._unread
+        return count
 
     def worker_threads(self) -> list:
         return [tid for t in self.transports for tid in t.worker_threads()]

@@ -509,6 +509,24 @@ def test_the_lane_records_what_publishing_records(tmp_path, merge_imu):
     assert all(stats[topic]["messages"] == len(got[topic]) for topic in got)
 
 
+def test_diagnostics_name_every_sensor_also_those_the_lane_records(tmp_path):
+    """/diagnostics has a status per sensor with its newest reading's stamp, for the sensors
+    the lane records (their readings never pass through publishing) as for the others."""
+    config = {"real_time_factor": 0.0, "joint_state_rate": 1000.0, "diagnostics_rate": 100.0}
+    got, bridge = _record_world(tmp_path / "lane", config, 150, lane=True)
+    last = m.decode(got["/diagnostics"][-1][1], m.DIAGNOSTIC_ARRAY)      # at t = 0.15 s
+    stamps = {s.name: float(next(v.value for v in s.values if v.key == "stamp")) for s in last.status
+              if s.name.startswith("mbsim: ") and s.name != "mbsim: simulation"}
+    assert set(stamps) == {f"mbsim: {name}" for name in bridge.sim.devices}
+    assert "/SR1/WaistGyro" in {h.topic for h in bridge.lane.handles}
+
+    def newest(topic, typename):       # the stamp of the newest message on topic in the bag, s
+        return m.stamp_seconds(m.decode(got[topic][-1][1], typename).header.stamp)
+    assert stamps["mbsim: WaistGyro"] == pytest.approx(newest("/SR1/WaistGyro", m.IMU), abs=1e-6)     # (printed %.6f)
+    assert stamps["mbsim: WaistGyro"] == pytest.approx(0.149, abs=1e-6)
+    assert stamps["mbsim: LeftCamera"] == pytest.approx(newest("/SR1/LeftCamera/image_raw", m.IMAGE), abs=1e-6)
+
+
 def test_the_lane_follows_a_spawned_and_deleted_model(tmp_path):
     """A robot spawned into the recording and deleted again: its kinematic sensors join the
     lane at the spawn (a new lane for the new world) and leave it at the delete, and the bag

@@ -187,6 +187,78 @@ def test_a_bag_beside_live_dds_gets_everything(tmp_path):
     assert stats["/SR1/RightCamera/depth/camera_info"]["messages"] == 7
 
 
+def _bag_messages(path):
+    """{topic: [(log time, message bytes)]} of the bag at `path`, read with mcap."""
+    from mcap.reader import make_reader
+    out = {}
+    with open(next(Path(path).glob("*.mcap")), "rb") as f:
+        for _, channel, message in make_reader(f).iter_messages(log_time_order=False):
+            out.setdefault(channel.topic, []).append((message.log_time, bytes(message.data)))
+    return out
+
+
+@pytest.mark.parametrize("publisher, reader", [("dds", "dds"), ("rclpy", "rclpy")],
+                         ids=["DdsTransport-DdsTransport", "RclpyTransport-rclpy"])
+def test_a_bag_beside_a_live_transport_records_through_its_lane(tmp_path, publisher, reader):
+    """Live DDS or rclpy plus a bag: the bag records the clock, joint_states, /tf and the
+    kinematic sensors through its lane, the same messages byte for byte as a bag alone; the live
+    transport gets none of them while nobody reads them there, and the gyro's from the next look
+    after a reader came (our DdsTransport: the same bytes as the bag's; a real rclpy node in
+    another process: the same stamps)."""
+    if reader == "rclpy" and ROS_MISSING:
+        pytest.skip(ROS_MISSING)
+    from mbsim_ros.ros.bag import BagTransport
+    from mbsim_ros.ros.bridge import Bridge
+    from mbsim_ros.ros.transport import FanoutTransport
+    overrides = {"namespace": NAMESPACE, "joint_state_rate": 1000.0}
+    e = env()
+    with contextlib.ExitStack() as stack:
+        sub = stack.enter_context(contextlib.closing(
+            DdsReader(e) if reader == "dds" else ProbeProcess(e["ROS_DOMAIN_ID"])))
+        sim, config = sr1(overrides)
+        live = DdsTransport(env=e) if publisher == "dds" else rclpy_transport(e, stack)
+        t = stack.enter_context(contextlib.closing(FanoutTransport([live, BagTransport(tmp_path / "both")])))
+        bridge = Bridge(sim, t, config)
+        bridge.start()
+        gyro, joints = bridge.pubs["WaistGyro"], bridge.pubs["joint_states"]
+        assert {gyro.topic, joints.topic, "/clock", "/tf"} <= {h.topic for h in bridge.lane.handles}
+        step(sim, bridge, 0.15)
+        assert all(live.stats()[h.topic]["messages"] == 0 for h in (gyro, joints, bridge.pubs["clock"]))
+
+        sub.subscribe(gyro.topic, m.IMU)
+        assert t.wait_for_subscribers(gyro, 1, timeout=10)     # (the bag does not count: its lane records it)
+        step(sim, bridge, 0.15)          # the look at t = 0.2 s sees the reader
+        sent = live.stats()[gyro.topic]["messages"]
+        assert sent == 100               # the samples stamped 0.200 .. 0.299 s, made visible after that look
+        assert live.stats()[joints.topic]["messages"] == 0
+        last = sim.readings()["WaistGyro"].stamp
+
+        def received():        # what the reader got, as (stamp, bytes or None), in order of arrival
+            if reader == "dds":
+                return [(m.stamp_seconds(m.decode(data, m.IMU).header.stamp), data) for data in sub.got[gyro.topic]]
+            return [(g["stamp"], None) for g in sub.messages(gyro.topic)]
+        assert wait_until(lambda: received() and abs(received()[-1][0] - last) < 1e-9)
+        got = received()
+    both = _bag_messages(tmp_path / "both")
+
+    sim, config = sr1(overrides)     # the same world recorded alone
+    alone_bag = BagTransport(tmp_path / "alone")
+    bridge = Bridge(sim, alone_bag, config)
+    bridge.start()
+    step(sim, bridge, 0.3)
+    alone_bag.close()
+    assert both == _bag_messages(tmp_path / "alone")
+    assert len(both[gyro.topic]) == 300 and len(both[joints.topic]) == 301
+
+    # what the reader got: messages the bag has, in its order (a burst at rtf 0 may lose some
+    # older ones to the keep-last history), among the last `sent`; from DDS, the same bytes
+    recorded = {m.stamp_seconds(m.decode(data, m.IMU).header.stamp): data for _, data in both[gyro.topic][-sent:]}
+    assert all(stamp in recorded for stamp, _ in got), (got[0][0], min(recorded))
+    assert [stamp for stamp, _ in got] == sorted(stamp for stamp, _ in got)
+    if reader == "dds":
+        assert all(data == recorded[stamp] for stamp, data in got)
+
+
 def test_rendering_on_a_thread_gives_the_same_frames():
     """The worker renders a snapshot of the sample instant: the same pixels and stamps as inline."""
     inline, _ = sr1()

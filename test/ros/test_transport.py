@@ -67,25 +67,66 @@ def test_fanout_to_a_bag_and_none(tmp_path):
     assert "/cmd" not in none.stats()
 
 
-def test_fanout_takes_parts_only_where_every_transport_does(tmp_path):
-    """A fan-out of bags takes an image as parts and gives them to each (counting the message's
-    bytes, not the parts); with a transport that wants whole messages among them, it does not."""
+def test_fanout_gives_parts_where_taken_and_joins_them_once_elsewhere(tmp_path):
+    """A fan-out takes an image as parts: each bag gets the parts as they are, a transport that
+    wants whole messages gets them joined (one bytes object, the same for every such transport);
+    every count is of the message's bytes, not of the parts."""
     import numpy as np
     from rosbags.highlevel import AnyReader
 
+    from capture_transport import RawCapture
     from mbsim_ros.ros.bag import BagTransport
-    assert not FanoutTransport([BagTransport(tmp_path / "a"), NullTransport()]).takes_parts
     bags = [BagTransport(tmp_path / "b"), BagTransport(tmp_path / "c")]
+    raws = [RawCapture(), RawCapture()]          # (asserts it gets bytes)
     image = m.image(0.5, "cam", np.arange(120 * 160 * 3, dtype=np.uint8).reshape(120, 160, 3))
-    with FanoutTransport(bags) as t:
+    with FanoutTransport([bags[0], raws[0], bags[1], raws[1]]) as t:
         assert t.takes_parts
         h = t.advertise("/cam/image_raw", m.IMAGE, qos.SENSOR)
         t.publish(h, (image[:40], np.frombuffer(image, np.uint8)[40:]), m.to_nanoseconds(0.5))
         assert t.stats()["/cam/image_raw"]["bytes"] == len(image)
+    assert [r.sent for r in raws] == [[("/cam/image_raw", image, m.to_nanoseconds(0.5))]] * 2
+    assert raws[0].sent[0][1] is raws[1].sent[0][1]
     for path, bag in zip(("b", "c"), bags):
         assert bag.stats()["/cam/image_raw"]["bytes"] == len(image)
         with AnyReader([tmp_path / path]) as reader:
             assert [raw for _, _, raw in reader.messages()] == [image]
+
+
+class _Live(NullTransport):
+    """A live transport whose readers per topic the test sets."""
+    kind = "live"
+    receives = True
+
+    def __init__(self):
+        super().__init__()
+        self.readers = {}
+
+    def subscriber_count(self, handle):
+        return self.readers.get(handle.topic, 0)
+
+
+def test_fanout_leaves_out_a_live_transport_without_readers_until_the_next_look():
+    """subscriber_count() notes which live transports have no reader of a volatile topic, and
+    publish() leaves them out until the next look; a transport that is not live ("none", a
+    bag) and a topic with transient local durability always get every message."""
+    live, none = _Live(), NullTransport()
+    with FanoutTransport([live, none]) as t:
+        imu = t.advertise("/imu", m.IMU, qos.SENSOR)
+        static = t.advertise("/tf_static", m.TF_MESSAGE, qos.LATCHED)
+
+        def send():
+            t.publish(imu, b"imu")
+            t.publish(static, b"static")
+        send()                                   # before any look: to everyone
+        assert t.subscriber_count(imu) == 1 and t.subscriber_count(static) == 1    # "none" counts as one
+        send()                                   # no live reader of /imu now
+        live.readers["/imu"] = 1
+        send()                                   # a reader came, but nobody looked yet
+        assert t.subscriber_count(imu) == 2
+        send()
+        assert live.stats()["/imu"]["messages"] == 2 and none.stats()["/imu"]["messages"] == 4
+        assert live.stats()["/tf_static"]["messages"] == none.stats()["/tf_static"]["messages"] == 4
+        assert t.stats()["/imu"]["messages"] == 4
 
 
 def test_worker_threads_name_the_threads_a_transport_runs(tmp_path):
