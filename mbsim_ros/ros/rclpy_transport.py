@@ -59,11 +59,12 @@ class RclpyTransport(Transport):
                                              to_rclpy_qos(sub.qos), raw=True)
 
     def _close(self) -> None:
+        if self._executor is not None:      # first: its thread must not meet a publisher being destroyed
+            self._executor.shutdown()
+            self._thread.join(timeout=5.0)
         for h in list(self._publishers.values()) + list(self._subscriptions.values()):
             (self.node.destroy_publisher if isinstance(h, Publisher) else self.node.destroy_subscription)(h.impl)
         if self._executor is not None:
-            self._executor.shutdown()
-            self._thread.join(timeout=5.0)
             self.node.destroy_node()
             if self._own_context:
                 self._rclpy.try_shutdown()

@@ -85,6 +85,25 @@ def test_publish_and_raw_subscribe_on_own_node():
     np.testing.assert_array_equal(cmd.position, [0.5, -0.5])
 
 
+def test_closing_stops_the_own_executor_before_destroying_publishers():
+    """close() ends the spinning thread of its own node's executor first: rclpy's executor,
+    building its wait set while a publisher (with its QoS event handlers) is destroyed, raises
+    InvalidHandle in that thread (seen as a traceback at the end of a run)."""
+    t = RclpyTransport(node_name="mbsim_close")
+    for k in range(5):
+        t.advertise(f"/mbsim_close/topic{k}", m.IMU, qos.SENSOR)
+    t.subscribe("/mbsim_close/cmd", m.JOINT_STATE, lambda data: None)
+    spinning = []
+    destroy = t.node.destroy_publisher
+
+    def destroy_publisher(publisher):
+        spinning.append(t._thread.is_alive())
+        return destroy(publisher)
+    t.node.destroy_publisher = destroy_publisher
+    t.close()
+    assert len(spinning) >= 5 and not any(spinning)      # (destroy_node destroys its own ones too)
+
+
 def test_latched_on_callers_node():
     """On a node the caller owns and spins; a late transient-local subscriber gets the message."""
     from rclpy.executors import SingleThreadedExecutor
