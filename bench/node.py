@@ -3,7 +3,7 @@ cameras 30 Hz, range 10 Hz), joint_states at 1 kHz, /tf at 100 Hz, /clock every 
 recorded into a rosbag2 MCAP bag (the transport every machine has; live DDS costs about the
 same per message, see bench/node_messages.py for the cost per message type).
 
-    python bench/node.py [--seconds S] [--realtime-priority N] [--cpu K] [--plot PNG]
+    python bench/node.py [--seconds S] [--realtime-priority N] [--cpu K] [--plot PNG] [--live rclpy|dds]
 
 Prints, each from its own run:
 - rtf 0 (as fast as possible, publishing inline, rendering on its thread): the real-time factor;
@@ -27,7 +27,10 @@ Prints, each from its own run:
   timed on as many bytes per step as the instrumented run recorded (camera images make most of
   them): the part of "bag" that no code can avoid;
 - with --plot PNG, a picture of it: each step's lateness over the rtf 1 run beside the bare
-  loop's, the fraction of steps later than x with the goals drawn in, and the cost split.
+  loop's, the fraction of steps later than x with the goals drawn in, and the cost split;
+- with --live rclpy|dds, every run records beside that live transport with nobody subscribed
+  to it, as `mbsim run --transport LIVE --bag DIR` does (the bag's lane records, the live
+  transport gets only what has readers; ROS_DOMAIN_ID chooses the domain).
 """
 import argparse
 import json
@@ -43,8 +46,10 @@ from pathlib import Path
 import numpy as np
 
 
-def session_for(rtf, bag_dir, extra=None, seconds=60.0):
+def session_for(rtf, bag_dir, extra=None, seconds=60.0, live=None):
     from mbsim_ros.ros.bag import BagTransport
+    from mbsim_ros.ros.transport import FanoutTransport
+    from mbsim_ros.ros.transport_choice import transport_for
     from mbsim_ros.ros.config import load_config
     from mbsim_ros.ros.session import Session, simulation
     from mbsim_ros.ros.world import load_world
@@ -54,12 +59,14 @@ def session_for(rtf, bag_dir, extra=None, seconds=60.0):
         models, _ = load_world(config)
     sim = simulation(models, config)
     transport = BagTransport(bag_dir)
+    if live:            # as `mbsim run --transport LIVE --bag DIR` records, nobody reading live
+        transport = FanoutTransport([transport_for(live), transport])
     steps = int(round(seconds / sim.dt)) + 1     # lateness statistics over the whole run
     return Session(sim, transport, config, queue=4096, jitter_window=steps), transport
 
 
-def run(seconds, rtf, bag_dir, extra=None):
-    session, transport = session_for(rtf, bag_dir, extra, seconds)
+def run(seconds, rtf, bag_dir, extra=None, live=None):
+    session, transport = session_for(rtf, bag_dir, extra, seconds, live)
     t0 = time.perf_counter()
     stats = session.run(seconds)
     worker = session.sim.optical_worker
@@ -251,31 +258,34 @@ def main():
     parser.add_argument("--realtime-priority", type=int, default=0, help="SCHED_FIFO priority for the rtf 1 run")
     parser.add_argument("--cpu", type=int, help="pin the rtf 1 run's physics thread to this core")
     parser.add_argument("--plot", metavar="PNG", help="draw the lateness and the cost split into this PNG")
+    parser.add_argument("--live", choices=("rclpy", "dds"), help="record beside this live transport (nobody "
+                        "subscribed), as `mbsim run --transport LIVE --bag DIR` does")
     args = parser.parse_args()
     extra = {"realtime_priority": args.realtime_priority, "cpu": args.cpu}
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
-        run(0.05, 0, os.path.join(tmp, "warmup"))           # numba cache, first renders
-        fast, dropped0, n0, _, _, _, _ = run(args.seconds, 0, os.path.join(tmp, "fast"))
+        run(0.05, 0, os.path.join(tmp, "warmup"), live=args.live)           # numba cache, first renders
+        fast, dropped0, n0, _, _, _, _ = run(args.seconds, 0, os.path.join(tmp, "fast"), live=args.live)
         floor_priority = min(args.realtime_priority + 1, 99) if args.realtime_priority else 0
         floor_samples = os.path.join(tmp, "floor-lateness.txt")
         floor_proc = start_pacing_floor(args.seconds + 2.0, floor_priority, args.cpu,   # + the run's setup
                                         floor_samples)
         real, dropped1, n1, wall1, skipped1, os_status, node_late = run(args.seconds, 1.0, os.path.join(tmp, "real"),
-                                                                         extra)
+                                                                         extra, args.live)
         floor = json.loads(floor_proc.communicate()[0])
         floor_start, *floor_late = np.loadtxt(floor_samples)
         floor_late = (floor_start, np.array(floor_late))
         split = CostSplit()
         try:
-            timed, _, _, _, _, _, _ = run(min(args.seconds, 5.0), 0, os.path.join(tmp, "split"))
+            timed, _, _, _, _, _, _ = run(min(args.seconds, 5.0), 0, os.path.join(tmp, "split"), live=args.live)
         finally:
             split.restore()
         floor_per_mib = recording_floor(tmp)
         recorded = sum(p.stat().st_size for p in Path(tmp, "split").glob("*.mcap"))
     load_after = os.getloadavg()
     steps = real["steps"]
-    print(f"bench/node.py: bundled SR1 world, every sensor at its rate, joint_states 1 kHz, recording a bag; "
+    print(f"bench/node.py: bundled SR1 world, every sensor at its rate, joint_states 1 kHz, recording a bag"
+          f"{f' beside live {args.live} (nobody subscribed)' if args.live else ''}; "
           f"{args.seconds:g} simulated seconds per run; {os.cpu_count()} CPUs, load average "
           f"{load_before[0]:.2f} before, {load_after[0]:.2f} after (1 min)")
     print(f"rtf 0 (as fast as possible, publishing inline, rendering on its thread): real-time factor {fast['rtf']:.2f} "
