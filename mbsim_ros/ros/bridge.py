@@ -43,9 +43,10 @@ chunk: the same messages, byte for byte; beside it a live transport gets them on
 subscribers to them (FanoutTransport).
 Lazy publishing: on a live transport a topic nobody subscribes to is not serialized, and a
 sensor none of whose topics has a subscriber is not sampled (not rendered, ray-cast or
-evaluated) until one comes; subscriber counts are looked at every 0.1 s of simulation time
-(`refresh_subscribers`). A bag (and "none") counts as a subscriber to everything; sensors with
-a real device or a serial emulation always sample.
+evaluated) until one comes; each topic's subscribers are looked at every 0.1 s of simulation
+time, a few topics a step (`_look`; `refresh_subscribers` looks at all at once). A bag (and
+"none") counts as a subscriber to everything; sensors with a real device or a serial emulation
+always sample.
 """
 from __future__ import annotations
 
@@ -220,6 +221,10 @@ class Bridge:
         self._collected = None              # the devices whose readings on_step collects (None: all)
         self._lane_keys = frozenset()       # the publication keys the lane records
         self._lane_devices = frozenset()    # the names of the devices whose messages it records
+        self._keys_of = {}                  # device name -> its publication keys (device_keys)
+        self._devices_of = {}               # publication key -> the devices it carries readings of
+        self._looking = []                  # (key, handle) still to look at for subscribers, last first
+        self._look_size = 1                 # how many of them a step
         self.errors = []
         self.hil = None
         if hil.configured(config):
@@ -374,25 +379,57 @@ class Bridge:
         is not live (bag, "none") everything counts as subscribed. What a lane records is
         wanted only by the live transports' subscribers beside it (a fan-out does not count the
         bag for them); its sensors always sample, and on_step collects their readings only
-        while a topic of theirs is wanted."""
+        while a topic of theirs is wanted. This looks at every topic at once (the start, a
+        world change); running, on_step looks at a few topics a step (_look)."""
         t = self.transport
         recorded = self._lane_keys
         self.wanted = {key: t.subscriber_count(h) > 0 if self.live else key not in recorded
                        for key, h in self.pubs.items()}
+        self._keys_of = {dev.name: self.device_keys(dev) for dev in self.sim.devices.values()}
+        self._devices_of = {}
+        for dev in self.sim.devices.values():
+            for key in self._keys_of[dev.name]:
+                self._devices_of.setdefault(key, []).append(dev)
+        self._looking = []
+        self._update_devices(self.sim.devices.values())
+
+    def _look(self):
+        """Part of the look at the subscribers that on_step starts every 0.1 s of simulation time:
+        as many topics a step as spread it over that time (one a step for the bundled world's
+        20), each topic's sensors updated when its subscribers came or went. A live transport's
+        count is a call into the middleware that holds the interpreter: all of them at once
+        took the physics thread ~0.15 ms, and with a bag's threads beside it, waiting for the
+        interpreter back, 0.5 to over 1 ms (most of such a run's late steps)."""
+        looking, t, wanted = self._looking, self.transport, self.wanted
+        changed = []
+        for key, handle in looking[-self._look_size:]:
+            has = t.subscriber_count(handle) > 0
+            if has != wanted.get(key, has):
+                wanted[key] = has
+                changed += self._devices_of.get(key, ())
+        del looking[-self._look_size:]
+        if changed:
+            self._update_devices(changed)
+
+    def _update_devices(self, devices):
+        """Each of `devices` idle or sampling, and collected by on_step or not, as self.wanted says."""
         step = int(round(self.sim.t / self.sim.dt))
         always = set(self.hil.sources) | set(self.hil.emulators) if self.hil is not None else set()
         laned = self._lane_devices
+        for dev in devices:
+            keys = self._keys_of.get(dev.name, ())
+            if dev.name not in always:
+                dev.set_idle(bool(keys) and not any(self.wanted[k] for k in keys) and dev.name not in laned, step)
+        if self.lane is None:
+            self._collected = None
+            return
         collected = []
         for dev in self.sim.devices.values():
-            keys = self.device_keys(dev)
-            wanted = any(self.wanted[k] for k in keys)
-            if dev.name not in always:
-                dev.set_idle(bool(keys) and not wanted and dev.name not in laned, step)
-            if dev.name not in laned or wanted:
+            if dev.name not in laned or any(self.wanted[k] for k in self._keys_of.get(dev.name, ())):
                 collected.append(dev)
                 if self._collected is not None and dev not in self._collected and dev.latest is not None:
                     self._last[dev.name] = dev.latest     # from now on, not the readings the lane recorded
-        self._collected = collected if self.lane is not None else None
+        self._collected = collected
 
     def reset(self):
         """After the simulation went back to t = 0 (in the physics thread): every rate counts
@@ -612,8 +649,12 @@ class Bridge:
                 R, p = sim.link_poses()
                 tpl.tf_values(R, p, *self.tf_layout[1:], *self._lane_tf)
             lane.record(t, due)
-        if due & _SUBSCRIBERS and self.live:
-            self.refresh_subscribers()
+        if self.live:
+            if due & _SUBSCRIBERS:         # a look at every topic, spread over the next 0.1 s
+                self._looking = list(reversed(self.pubs.items()))
+                self._look_size = -(-len(self._looking) // max(1, round(self.rate_period[-1] / sim.dt)))
+            if self._looking:
+                self._look()
         if due & _CLOCK and wanted["clock"]:
             work.append(("clock", t))
         if due & _JOINT_STATES:

@@ -137,11 +137,13 @@ def test_a_sensor_starts_and_stops_with_its_subscriber(publisher, reader):
         # a subscriber to the left image: the left camera renders (at its 30 Hz), nothing else
         sub.subscribe(image.topic, m.IMAGE)
         assert pub.wait_for_subscribers(image, 1, timeout=10)
-        step(sim, bridge, 0.15)       # the next refresh (every 0.1 s) sees the subscriber
-        # woken at the refresh at t = 0.2: frames at the steps reaching 6/30 .. 9/30 s
+        step(sim, bridge, 0.15)       # the next look (every 0.1 s) sees the subscriber
+        # the look that starts at t = 0.2 goes through the 20 topics one a step, this one the
+        # 13th (in the order advertised): woken at t = 0.212, frames at 7/30 .. 9/30 s
+        assert [k for k in bridge.pubs].index("LeftCamera/image_raw") == 12
         assert left.last_stamp == pytest.approx(0.3, abs=1e-9)
         assert right.last_stamp is None and gyro.last_stamp is None
-        assert image.messages == 4
+        assert image.messages == 3
         assert bridge.pubs["LeftCamera/depth/image_raw"].messages == 0    # rendered, not serialized
         assert bridge.pubs["LeftCamera/camera_info"].messages == 0
         # the subscriber gets the frames (the newest one at least: the first may be published
@@ -227,9 +229,11 @@ def test_a_bag_beside_a_live_transport_records_through_its_lane(tmp_path, publis
 
         sub.subscribe(gyro.topic, m.IMU)
         assert t.wait_for_subscribers(gyro, 1, timeout=10)     # (the bag does not count: its lane records it)
-        step(sim, bridge, 0.15)          # the look at t = 0.2 s sees the reader
+        step(sim, bridge, 0.15)          # the look from t = 0.2 s on sees the reader
         sent = live.stats()[gyro.topic]["messages"]
-        assert sent == 100               # the samples stamped 0.200 .. 0.299 s, made visible after that look
+        # that look reaches the k-th topic advertised at t = 0.2 + k ms (one topic a step): the
+        # samples stamped from then to 0.299 s
+        assert sent == 100 - list(bridge.pubs).index("WaistGyro") > 0
         assert live.stats()[joints.topic]["messages"] == 0
         last = sim.readings()["WaistGyro"].stamp
 
@@ -257,6 +261,44 @@ def test_a_bag_beside_a_live_transport_records_through_its_lane(tmp_path, publis
     assert [stamp for stamp, _ in got] == sorted(stamp for stamp, _ in got)
     if reader == "dds":
         assert all(data == recorded[stamp] for stamp, data in got)
+
+
+def test_the_look_at_subscribers_is_spread_over_the_steps():
+    """Running, on_step looks at the topics' subscribers a few a step (one for the bundled
+    world's 20 topics at 1 kHz), every topic once each 0.1 s of simulation time, never all at
+    once: each count is a call into the middleware, and all of them in one step made it late.
+    A reader that comes is seen within 0.1 s; a sensor starts with it."""
+    from capture_transport import Capture
+
+    from mbsim_ros.ros.bridge import Bridge
+
+    class Live(Capture):
+        def __init__(self):
+            super().__init__()
+            self.readers, self.calls = set(), 0
+
+        def subscriber_count(self, handle):
+            self.calls += 1
+            return int(handle.topic in self.readers)
+    sim, config = sr1()
+    live = Live()
+    bridge = Bridge(sim, live, config)
+    bridge.start()
+    topics = len(bridge.pubs)
+    assert live.calls == topics + 1     # the start looks at every topic at once, then t = 0's look begins
+    per_step = []
+    for _ in range(300):
+        live.calls = 0
+        sim.step()
+        bridge.on_step(sim)
+        per_step.append(live.calls)
+    # the rest of t = 0's look, those of 0.1 and 0.2 s, the first topic of 0.3 s's
+    assert max(per_step) == 1 and sum(per_step) == (topics - 1) + 2 * topics + 1
+    gyro = sim.devices["WaistGyro"]
+    assert gyro.idle
+    live.readers.add(bridge.pubs["WaistGyro"].topic)
+    step(sim, bridge, 0.1)
+    assert not gyro.idle and gyro.last_stamp is not None
 
 
 def test_rendering_on_a_thread_gives_the_same_frames():
