@@ -20,6 +20,22 @@ class RawCapture(NullTransport):
         self.sent.append((handle.topic, data, stamp_ns))
 
 
+class LiveCapture(RawCapture):
+    """RawCapture as a live transport whose readers a test sets: `readers` (topics with one
+    reader each; subscriber_count says so, and counts its calls in `count_calls`)."""
+    kind = "live"
+    receives = True
+
+    def __init__(self):
+        super().__init__()
+        self.readers = set()
+        self.count_calls = 0
+
+    def subscriber_count(self, handle):
+        self.count_calls += 1
+        return int(handle.topic in self.readers)
+
+
 class Capture(NullTransport):
     kind = "capture"
     receives = True

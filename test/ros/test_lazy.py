@@ -268,30 +268,21 @@ def test_the_look_at_subscribers_is_spread_over_the_steps():
     world's 20 topics at 1 kHz), every topic once each 0.1 s of simulation time, never all at
     once: each count is a call into the middleware, and all of them in one step made it late.
     A reader that comes is seen within 0.1 s; a sensor starts with it."""
-    from capture_transport import Capture
+    from capture_transport import LiveCapture
 
     from mbsim_ros.ros.bridge import Bridge
-
-    class Live(Capture):
-        def __init__(self):
-            super().__init__()
-            self.readers, self.calls = set(), 0
-
-        def subscriber_count(self, handle):
-            self.calls += 1
-            return int(handle.topic in self.readers)
     sim, config = sr1()
-    live = Live()
+    live = LiveCapture()
     bridge = Bridge(sim, live, config)
     bridge.start()
     topics = len(bridge.pubs)
-    assert live.calls == topics + 1     # the start looks at every topic at once, then t = 0's look begins
+    assert live.count_calls == topics + 1     # the start looks at every topic at once, then t = 0's look begins
     per_step = []
     for _ in range(300):
-        live.calls = 0
+        live.count_calls = 0
         sim.step()
         bridge.on_step(sim)
-        per_step.append(live.calls)
+        per_step.append(live.count_calls)
     # the rest of t = 0's look, those of 0.1 and 0.2 s, the first topic of 0.3 s's
     assert max(per_step) == 1 and sum(per_step) == (topics - 1) + 2 * topics + 1
     gyro = sim.devices["WaistGyro"]

@@ -92,24 +92,12 @@ def test_fanout_gives_parts_where_taken_and_joins_them_once_elsewhere(tmp_path):
             assert [raw for _, _, raw in reader.messages()] == [image]
 
 
-class _Live(NullTransport):
-    """A live transport whose readers per topic the test sets."""
-    kind = "live"
-    receives = True
-
-    def __init__(self):
-        super().__init__()
-        self.readers = {}
-
-    def subscriber_count(self, handle):
-        return self.readers.get(handle.topic, 0)
-
-
 def test_fanout_leaves_out_a_live_transport_without_readers_until_the_next_look():
     """subscriber_count() notes which live transports have no reader of a volatile topic, and
     publish() leaves them out until the next look; a transport that is not live ("none", a
     bag) and a topic with transient local durability always get every message."""
-    live, none = _Live(), NullTransport()
+    from capture_transport import LiveCapture
+    live, none = LiveCapture(), NullTransport()
     with FanoutTransport([live, none]) as t:
         imu = t.advertise("/imu", m.IMU, qos.SENSOR)
         static = t.advertise("/tf_static", m.TF_MESSAGE, qos.LATCHED)
@@ -120,7 +108,7 @@ def test_fanout_leaves_out_a_live_transport_without_readers_until_the_next_look(
         send()                                   # before any look: to everyone
         assert t.subscriber_count(imu) == 1 and t.subscriber_count(static) == 1    # "none" counts as one
         send()                                   # no live reader of /imu now
-        live.readers["/imu"] = 1
+        live.readers.add("/imu")
         send()                                   # a reader came, but nobody looked yet
         assert t.subscriber_count(imu) == 2
         send()
