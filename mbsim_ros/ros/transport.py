@@ -326,18 +326,18 @@ class FanoutTransport(Transport):
         return [t.subscribe(sub.topic, sub.typename, sub.deliver, sub.qos) for t in live]
 
     def subscriber_count(self, handle: Publisher) -> int:
-        laned, count, unread = self._laned, 0, set()
+        laned, unread, count = self._laned, self._unread, 0
         for t, h in handle.impl:
             if h in laned:
                 continue
             n = t.subscriber_count(h)
             count += n
-            if n == 0 and t.receives and not handle.qos.transient_local:
-                unread.add(h)
-        mine = {h for _, h in handle.impl}
-        if (mine & self._unread) != unread:
-            self._unread = (self._unread - mine) | unread
-            self._left_out = self._laned | self._unread
+            idle = n == 0 and t.receives and not handle.qos.transient_local
+            if idle != (h in unread):
+                unread = unread | {h} if idle else unread - {h}
+        if unread is not self._unread:
+            self._unread = unread
+            self._left_out = self._laned | unread
         return count
 
     def worker_threads(self) -> list:
