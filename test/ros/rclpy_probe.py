@@ -88,8 +88,24 @@ class Probe:
         self.subscriptions = {}
         self.executor = MultiThreadedExecutor(num_threads=2, context=self.context)
         self.executor.add_node(self.node)
-        self.thread = threading.Thread(target=self.executor.spin, daemon=True)
+        self.spinning = True
+        self.thread = threading.Thread(target=self._spin, daemon=True)
         self.thread.start()
+
+    def _spin(self):
+        """The executor's spin, going on past a publisher or subscription a test destroyed while
+        the executor built its wait set: rclpy raises InvalidHandle in the spinning thread then
+        (from the entity's event handlers), which ended the probe's reception in the middle of a
+        test run once."""
+        from rclpy._rclpy_pybind11 import InvalidHandle
+        from rclpy.executors import ExternalShutdownException, ShutdownException
+        while self.spinning and self.context.ok():
+            try:
+                self.executor.spin_once(timeout_sec=0.1)
+            except InvalidHandle:
+                continue
+            except (ShutdownException, ExternalShutdownException):
+                break
 
     def subscribe(self, topic, typename, qos=100, on_message=None):
         """Record what arrives on topic (and hand each message to on_message, if given)."""
@@ -167,6 +183,7 @@ class Probe:
         return f"; sim_node {state}, its output ends:\n{out.text[-3000:]}"
 
     def close(self):
+        self.spinning = False
         self.executor.shutdown()
         self.thread.join(10)
         self.node.destroy_node()
