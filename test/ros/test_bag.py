@@ -450,10 +450,11 @@ def test_chunks_go_through_o_direct_where_the_file_system_has_it(tmp_path, monke
 
 
 @pytest.mark.parametrize("mode", ["as-is", "no-direct-open"])
-def test_a_failing_disk_is_one_clear_error_naming_the_bag(tmp_path, monkeypatch, mode):
+@pytest.mark.parametrize("frames", [False, True])
+def test_a_failing_disk_is_one_clear_error_naming_the_bag(tmp_path, monkeypatch, mode, frames):
     """A chunk write that fails (here: no space left) on the writer thread is raised to the
     recording thread, at the next chunk or at close, as one OSError that names the bag: with
-    O_DIRECT writes and with buffered ones."""
+    O_DIRECT writes and with buffered ones, for chunks and for frames in chunks of their own."""
     path = tmp_path / "bag"
 
     def full(*args):
@@ -465,6 +466,8 @@ def test_a_failing_disk_is_one_clear_error_naming_the_bag(tmp_path, monkeypatch,
     pub = bag.advertise("/cam", m.IMAGE, qos.SENSOR)
     bag._storage.bio.write = full
     image = m.image(1.0, "cam", np.zeros((480, 640, 3), np.uint8))   # 0.9 MB: a chunk every two
+    if frames:
+        image = _frame_parts(image)
     with pytest.raises(OSError, match=f"writing the bag {path}: .*No space left on device"):
         for k in range(8):
             bag.publish(pub, image, k)
