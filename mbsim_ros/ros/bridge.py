@@ -172,6 +172,7 @@ class JointController:
 
 
 _KINEMATIC = frozenset(("accelerometer", "gyro", "force"))
+_BOUND = _KINEMATIC | {"camera"}       # the kinds whose messages a writer bound once per device writes
 _FIXED_KEYS = ("clock", "tf", "tf_static", "diagnostics", "joint_states", "actuator_controls/state")
 
 
@@ -749,10 +750,10 @@ class Bridge:
                     real = hil_.real_value(name, r, t)
                     if real is not None:
                         work.append(("reading", dev, Reading(r.stamp, r.frame, real), ""))
-                elif dev.kind in _KINEMATIC:     # the most frequent: its writer, bound once
+                elif dev.kind in _BOUND:         # the most frequent: its writer, bound once
                     entry = templates.get(name)      # (self.template inlined: no closure per reading)
                     if entry is None or entry[0] is not dev:
-                        entry = templates[name] = (dev, self._kinematic_writer(dev, name))
+                        entry = templates[name] = (dev, self._writer(dev, name))
                     work.append((entry[1], r))
                 else:
                     work.append(("reading", dev, r, ""))
@@ -878,9 +879,8 @@ class Bridge:
     def _write_reading(self, dev, r, suffix=""):
         """suffix: "" for the sensor's topic, "/sim" for the simulated value beside a real device."""
         key = dev.name + suffix
-        if dev.kind in _KINEMATIC:
-            write = self.template(key, lambda: self._kinematic_writer(dev, key), dev)
-            write(r)
+        if dev.kind in _BOUND:
+            self.template(key, lambda: self._writer(dev, key), dev)(r)
             return
         frame, stamp = self.frame(r.frame), r.stamp
         wanted, template, send = self.wanted, self.template, self._send_ns
@@ -891,29 +891,46 @@ class Bridge:
                     frame, len(r.values), dev.angle_min, dev.angle_increment, dev.angle_max, dev.range_min,
                     dev.range_max, dev.scan_time), dev)
                 send(key, tmpl.fill(ns, r.values), ns)
-        elif dev.kind == "camera":
-            def info(key):
-                return template(key, lambda: tpl.CameraInfoTemplate(
-                    frame, dev.width, dev.height, dev.fx, dev.fy, dev.cx, dev.cy), dev).fill(ns)
 
-            def image(key, pixels):
-                tmpl = template(key, lambda: tpl.ImageTemplate(frame, *pixels.shape[:2], *msg.image_encoding(pixels)), dev)
-                return tmpl.parts(ns, pixels) if self.transport.takes_parts else tmpl.fill(ns, pixels)
-            color, depth = r.values.color, r.values.depth
-            name = dev.name
-            if color is not None:
-                if wanted.get(name + "/image_raw", False):
-                    send(name + "/image_raw", image(name + "/image_raw", color), ns)
-                if wanted.get(name + "/camera_info", False):
-                    send(name + "/camera_info", info(name + "/camera_info"), ns)
-            if depth is not None:
-                if wanted.get(name + "/depth/image_raw", False):
-                    send(name + "/depth/image_raw", image(name + "/depth/image_raw", depth), ns)
-                if wanted.get(name + "/depth/camera_info", False):
-                    send(name + "/depth/camera_info", info(name + "/depth/camera_info"), ns)
-                if dev.points and wanted.get(name + "/points", False):
-                    self._send(name + "/points", msg.point_cloud(stamp, frame, depth, dev.fx, dev.fy,
-                                                                 dev.cx, dev.cy), stamp)
+    def _writer(self, dev, key):
+        """The writer bound once of a device whose kind is in _BOUND, for publication `key`."""
+        return self._kinematic_writer(dev, key) if dev.kind in _KINEMATIC else self._camera_writer(dev)
+
+    def _camera_writer(self, dev):
+        """write(reading): a camera's images, camera infos and point cloud (those someone wants)
+        into the batch; its templates made at its first frame, then bound (each frame is four
+        messages, whose lookups by key cost the publishing thread as much as their bytes)."""
+        name = dev.name
+        streams = ((name + "/image_raw", name + "/camera_info"), (name + "/depth/image_raw", name + "/depth/camera_info"))
+        points = name + "/points"
+        made = {}            # publication key -> its template
+
+        def template(key, make):
+            tmpl = made.get(key)
+            if tmpl is None:
+                tmpl = made[key] = make()
+            return tmpl
+
+        def write(r):
+            wanted, pubs, batch = self.wanted, self.pubs, self._batch
+            frame, stamp = self.frame(r.frame), r.stamp
+            ns = self._ns(stamp)
+            whole = not self.transport.takes_parts
+            for pixels, (image_key, info_key) in zip((r.values.color, r.values.depth), streams):
+                if pixels is None:
+                    continue
+                if wanted.get(image_key, False) and image_key in pubs:
+                    tmpl = template(image_key, lambda: tpl.ImageTemplate(frame, *pixels.shape[:2],
+                                                                         *msg.image_encoding(pixels)))
+                    batch.append((pubs[image_key], tmpl.fill(ns, pixels) if whole else tmpl.parts(ns, pixels), ns))
+                if wanted.get(info_key, False) and info_key in pubs:
+                    tmpl = template(info_key, lambda: tpl.CameraInfoTemplate(frame, dev.width, dev.height, dev.fx,
+                                                                             dev.fy, dev.cx, dev.cy))
+                    batch.append((pubs[info_key], tmpl.fill(ns), ns))
+            depth = r.values.depth
+            if depth is not None and dev.points and wanted.get(points, False):
+                self._send(points, msg.point_cloud(stamp, frame, depth, dev.fx, dev.fy, dev.cx, dev.cy), stamp)
+        return write
 
     def _statuses(self, stats):
         rtf_target = float(self.config.get("real_time_factor", 1.0))
