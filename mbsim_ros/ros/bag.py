@@ -567,26 +567,33 @@ class _DirectFile:
             n += k
         self.fill = n
         self.position += total
-        whole = n - n % _BLOCK
-        done = 0
-        try:
-            while done < whole:
-                got = _pwrite(self.fd, view[done:whole], self.base + done)
-                if got <= 0 or got % _BLOCK:
-                    raise OSError(errno.EIO, f"O_DIRECT pwrite wrote {got} of {whole - done} bytes")
-                done += got
-                self.written = True
-        except OSError as e:
-            if self.written or e.errno != errno.EINVAL:
+        done, error = self._write_blocks(view, n - n % _BLOCK)
+        if error is not None:
+            if self.written or error.errno != errno.EINVAL:
                 self._drop(done)
-                raise
+                raise error
             log.debug("bag: O_DIRECT write refused for %s (%s): the chunks are written buffered",
-                      self.bio.name, e)
+                      self.bio.name, error)
             self.bio.write(view[self.start - self.base:n])
             self.close()
             return False
         self._drop(done)
         return True
+
+    def _write_blocks(self, buffer, n):
+        """Write buffer[:n] (whole blocks, on a page) at the file offset self.base with O_DIRECT:
+        (bytes written, None), or (bytes written before, the OSError that stopped it)."""
+        done = 0
+        try:
+            while done < n:
+                got = _pwrite(self.fd, buffer[done:n], self.base + done)
+                if got <= 0 or got % _BLOCK:
+                    raise OSError(errno.EIO, f"O_DIRECT pwrite wrote {got} of {n - done} bytes")
+                done += got
+                self.written = True
+        except OSError as e:
+            return done, e
+        return done, None
 
     def write_around(self, before, pixels, after):
         """Copy the pieces `before` after the pending bytes (they must end on a block), write the
@@ -598,16 +605,11 @@ class _DirectFile:
         if self.fill:
             raise AssertionError(f"an image's pixels do not start on a block ({self.fill} bytes pending)")
         whole = len(pixels) - len(pixels) % _BLOCK
-        done = 0
-        try:
-            while done < whole:
-                got = _pwrite(self.fd, pixels[done:whole], self.base + done)
-                if got <= 0 or got % _BLOCK:
-                    raise OSError(errno.EIO, f"O_DIRECT pwrite wrote {got} of {whole - done} bytes")
-                done += got
-        finally:
-            self.base += done
-            self.position += done
+        done, error = self._write_blocks(pixels, whole)
+        self.base += done
+        self.position += done
+        if error is not None:
+            raise error
         rest = [pixels[whole:], *after]
         return self.write(rest, sum(map(len, rest)))
 

@@ -6,7 +6,6 @@ import mmap
 import os
 import threading
 import time
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -619,32 +618,19 @@ def test_each_delayed_reading_is_published_at_the_step_it_becomes_visible(tmp_pa
     """With a bag alone on_step looks for readings only after a push or while some are pending
     (Bridge._collect_readings): a force sensor sampling at 100 Hz with a 3 ms delay has each
     reading published at the very step its delay ends, though no push comes then."""
-    from mbsim_ros.ros.bridge import Bridge
-    from mbsim_ros.ros.config import load_config
-    from mbsim_ros.ros.session import simulation
-    from mbsim_ros.ros.world import load_world
-    config = load_config(None, {"real_time_factor": 0.0,
-                                "sensors": {"LeftAnkleForceSensor": {"rate": 100.0, "delay": 0.003}}})
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        models, _ = load_world(config)
-    sim = simulation(models, config)
-    bag = BagTransport(tmp_path / "bag")
-    bridge = Bridge(sim, bag, config)
-    bridge.start()
-    assert bridge._lane_only and bridge._by_push
-    handle = bridge.pubs["LeftAnkleForceSensor"]
     published = []
-    publish_many = bag.publish_many
 
-    def spy(batch):
-        published.extend((sim.t, ns) for h, _, ns in batch if h is handle)
-        publish_many(batch)
-    bag.publish_many = spy
-    for _ in range(100):
-        sim.step()
-        bridge.on_step(sim)
-    bag.close()
+    def spy(sim, bridge):
+        assert bridge._lane_only and bridge._by_push
+        bag, handle = bridge.transport, bridge.pubs["LeftAnkleForceSensor"]
+        publish_many = bag.publish_many
+
+        def recorded(batch):
+            published.extend((sim.t, ns) for h, _, ns in batch if h is handle)
+            publish_many(batch)
+        bag.publish_many = recorded
+    config = {"real_time_factor": 0.0, "sensors": {"LeftAnkleForceSensor": {"rate": 100.0, "delay": 0.003}}}
+    _record_world(tmp_path / "bag", config, 100, lane=True, events={0: spy})
     assert [round(t * 1e3, 6) for t, _ in published] == [3.0 + 10 * k for k in range(10)]
     assert all(t - ns * 1e-9 == pytest.approx(0.003, abs=1e-9) for t, ns in published)
 
