@@ -118,6 +118,7 @@ class BagTransport(Transport):
 
     def _new_chunk(self):
         self._parts = []        # the chunk's records: message headers and message bytes as given
+        self._defined = set()   # the channels whose Channel record is among them
         self._state = np.array([0, *_NO_TIME, 0, 0, -1], np.int64)    # _SIZE .. _SEGMENT
         self._index = np.empty((4096, 3), np.int64)   # per message in order: channel, log time, offset
         self._lane_buffer = self._free.popleft() if self._free else None   # a Lane's records (lanes only)
@@ -142,6 +143,7 @@ class BagTransport(Transport):
             self._close_segment()
             self._parts.append(records)
             self._state[_SIZE] += len(records)
+            self._defined.add(conn.id)
         return conn
 
     def _add_connection(self, pub):
@@ -176,7 +178,10 @@ class BagTransport(Transport):
                 ts = int(stamp_ns)
                 cid = handle.impl.id
                 if solo and not whole and len(data) == 2 and _aligned(data[1]):
-                    self._write_image(cid, ts, data, n)
+                    state[:4] = (size, first, last, count)
+                    if self._write_image(cid, ts, data, n):        # the pending chunk went first
+                        parts, state, index = self._parts, self._state, self._index
+                        size, first, last, count = 0, *_NO_TIME, 0
                     continue
                 if count == len(index):
                     index = self._index = np.concatenate([index, np.empty_like(index)])
@@ -199,16 +204,22 @@ class BagTransport(Transport):
                     size, first, last, count = 0, *_NO_TIME, 0
             state[:4] = (size, first, last, count)
 
-    def _write_image(self, cid, ts, parts, n) -> None:
+    def _write_image(self, cid, ts, parts, n) -> bool:
         """An image whose pixels start on a page into a chunk of its own, which the chunk writer
         writes with the pixels straight from the frame (_ChunkWriter._write_image); the time
-        ranges rosbags' writer keeps, as _write_chunk adds them."""
+        ranges rosbags' writer keeps, as _write_chunk adds them. The pending chunk goes first
+        when it holds the image's Channel record (a reader in file order needs it before the
+        message): then True (self._state up to date before the call)."""
+        closed = cid in self._defined
+        if closed:
+            self._write_chunk()
         st, w = self._storage, self._writer
         st.message_start_time = min(st.message_start_time, ts)
         st.message_end_time = max(st.message_end_time, ts)
         w.min_timestamp = min(w.min_timestamp, ts)
         w.max_timestamp = max(w.max_timestamp, ts)
         self._chunk_writer.put(_Image(cid, ts, parts[0], parts[1], 31 + n), 31 + n)
+        return closed
 
     def _write_chunk(self) -> None:
         """Hand the pending chunk to the chunk writer thread and start a new one; the time ranges

@@ -278,18 +278,25 @@ def _frame_parts(data):
 
 
 def _write_frames(path, seq, compression=None):
-    """A bag of `seq` with every image given as _frame_parts; returns the .mcap file's bytes and
-    the frames' pixel arrays."""
-    frames = []
+    """A bag of `seq` with every image given as _frame_parts, the messages given 7 at a time to
+    publish_many (a chunk closes inside a batch); returns the .mcap file's bytes and the frames'
+    pixel arrays."""
+    frames, pending = [], []
     with BagTransport(path, compression=compression) as bag:
         pubs = {}
         for topic, typename, data, t in seq:
             if topic not in pubs:
+                bag.publish_many(pending)      # a topic is advertised between two batches
+                pending = []
                 pubs[topic] = bag.advertise(topic, typename, qos.SENSOR)
             if typename == m.IMAGE:
                 data = _frame_parts(data)
                 frames.append(data[1])
-            bag.publish_many([(pubs[topic], data, m.to_nanoseconds(t))])
+            pending.append((pubs[topic], data, m.to_nanoseconds(t)))
+            if len(pending) == 7:
+                bag.publish_many(pending)
+                pending = []
+        bag.publish_many(pending)
     return next(path.glob("*.mcap")).read_bytes(), frames
 
 
@@ -307,15 +314,20 @@ def _records(mcap):
 
 def _readers_view(path):
     """The messages of a bag as rosbags and mcap-ros2-support's MCAP reader read them: each
-    reader's (topic, log time, bytes), sorted by log time (messages of one stamp in any order)."""
-    from mcap.reader import make_reader
+    reader's (topic, log time, bytes), sorted by log time (messages of one stamp in any order);
+    the MCAP reader also reads the file as a stream, in file order, without its index (so
+    every Channel record must come before the messages on it)."""
+    from mcap.reader import NonSeekingReader, make_reader
     from rosbags.highlevel import AnyReader
     with AnyReader([path]) as reader:
         ours = [(c.topic, t, bytes(raw)) for c, t, raw in reader.messages()]
     with open(next(path.glob("*.mcap")), "rb") as f:
         theirs = [(c.topic, msg.log_time, bytes(msg.data)) for _, c, msg in make_reader(f).iter_messages()]
+    with open(next(path.glob("*.mcap")), "rb") as f:
+        streamed = [(c.topic, msg.log_time, bytes(msg.data)) for _, c, msg in NonSeekingReader(f).iter_messages()]
     assert [t for _, t, _ in ours] == sorted(t for _, t, _ in ours)     # in log time order
     assert [t for _, t, _ in theirs] == sorted(t for _, t, _ in theirs)
+    assert sorted(streamed) == sorted(theirs)
     return sorted(ours), sorted(theirs)
 
 
