@@ -305,9 +305,9 @@ class _ChunkWriter:
     _POLL instead of being woken). It is the only writer of the file between the header rosbags
     writes at open and the summary it writes at close. The queue holds up to _QUEUED bytes not
     written yet (64 MiB, ~2 s of the bundled world's recording: 1 MiB chunks, and images in
-    chunks of their own): a disk that stalls for less does not hold the recording back (with a bag the physics thread records every step's
-    messages itself, bag.Lane), and a disk slower than the recording for longer holds it back
-    instead of filling the memory. A write that fails (a full disk) is raised by the next put
+    chunks of their own): a disk that stalls for less does not hold the recording back (with a
+    bag the physics thread records every step's messages itself, bag.Lane), and a disk slower
+    than the recording for longer holds it back instead of filling the memory. A write that fails (a full disk) is raised by the next put
     and by close().
 
     The chunks go to the file with O_DIRECT where the file system allows it: each chunk's bytes
@@ -370,6 +370,7 @@ class _ChunkWriter:
             if item is None:
                 break
             chunk, size = item
+            del item
             lane_buffer = None
             try:
                 if chunk.__class__ is _Image:
@@ -381,8 +382,7 @@ class _ChunkWriter:
                         self._write(parts, size, index, span)
             except Exception as e:      # reported to the recording thread
                 self.error = e
-            del item, chunk                  # the views of the lane buffer, the frame
-            parts = None
+            chunk = parts = None             # the views of the lane buffer (recycled below), the frame
             self._written += size
             if lane_buffer is not None:
                 self.free.append(lane_buffer)
