@@ -51,14 +51,12 @@ _MESSAGE_RECORD = struct.Struct("<BQHIQQ")   # MCAP Message: opcode 5, length, c
 _CHUNK_HEAD = struct.Struct("<BQQQQI")       # MCAP Chunk: opcode 6, length, start/end time, uncompressed size, crc
 _INDEX_HEAD = struct.Struct("<BQHI")         # MCAP MessageIndex: opcode 7, length, channel, byte length
 _CHUNK_LIMIT = 1 << 20                        # rosbags closes a chunk past 1 MiB
-_QUEUED = 64 << 20                            # bytes of chunks waiting for the writer thread at most
+_QUEUED = 64                                  # chunks waiting for the writer thread at most
 # How often the chunk writer looks for chunks (s). It polls rather than being woken: waking a thread
 # that sleeps on an idle core cost the recording thread 15-55 us of CPU per chunk on a 2-core VM
 # (a queue's notify), a sleep that ends on the writer's own core costs it nothing; 5 ms is 1-2
-# chunks of the bundled world as fast as it runs, well inside the _QUEUED bytes' slack.
+# chunks of the bundled world as fast as it runs, well inside the _QUEUED chunks' slack.
 _POLL = 0.005
-_PADDING = struct.Struct("<BQ")               # a private MCAP record (opcode 0x80-0xFF: readers skip it), length
-_PADDING_OPCODE = 0x80
 _NO_TIME = (2 ** 63 - 1, 0)                   # an empty chunk's (start, end), as rosbags writes it
 _SIZE, _FIRST, _LAST, _COUNT, _LANE_END, _SEGMENT = range(6)   # the pending chunk's state array:
 # its size, first and last log time, messages, the end of its lane records in the lane buffer and
@@ -104,9 +102,6 @@ class BagTransport(Transport):
         self._writer.open()
         self._write = self._writer.write
         self._storage = _fast_storage(self._writer)
-        # images whose pixels start on a page get chunks of their own, written without a copy
-        # (_ChunkWriter._write_image); compressed chunks are compressed from a copy anyway
-        self._solo = self._storage is not None and self.compression is None
         self._lock = threading.Lock()
         self._lanes = []
         self._lane_capacity = 0          # bytes a lane buffer holds (a chunk's lane records and one more step's)
@@ -118,7 +113,6 @@ class BagTransport(Transport):
 
     def _new_chunk(self):
         self._parts = []        # the chunk's records: message headers and message bytes as given
-        self._defined = set()   # the channels whose Channel record is among them
         self._state = np.array([0, *_NO_TIME, 0, 0, -1], np.int64)    # _SIZE .. _SEGMENT
         self._index = np.empty((4096, 3), np.int64)   # per message in order: channel, log time, offset
         self._lane_buffer = self._free.popleft() if self._free else None   # a Lane's records (lanes only)
@@ -143,7 +137,6 @@ class BagTransport(Transport):
             self._close_segment()
             self._parts.append(records)
             self._state[_SIZE] += len(records)
-            self._defined.add(conn.id)
         return conn
 
     def _add_connection(self, pub):
@@ -169,7 +162,6 @@ class BagTransport(Transport):
             self._close_segment()
             parts, state, index = self._parts, self._state, self._index
             size, first, last, count = int(state[_SIZE]), int(state[_FIRST]), int(state[_LAST]), int(state[_COUNT])
-            solo = self._solo
             for handle, data, stamp_ns in messages:
                 whole = data.__class__ is not tuple
                 n = message_size(data)
@@ -177,12 +169,6 @@ class BagTransport(Transport):
                 handle.bytes += n
                 ts = int(stamp_ns)
                 cid = handle.impl.id
-                if solo and not whole and len(data) == 2 and _aligned(data[1]):
-                    state[:4] = (size, first, last, count)
-                    if self._write_image(cid, ts, data, n):        # the pending chunk went first
-                        parts, state, index = self._parts, self._state, self._index
-                        size, first, last, count = 0, *_NO_TIME, 0
-                    continue
                 if count == len(index):
                     index = self._index = np.concatenate([index, np.empty_like(index)])
                 index[count] = (cid, ts, size)
@@ -204,23 +190,6 @@ class BagTransport(Transport):
                     size, first, last, count = 0, *_NO_TIME, 0
             state[:4] = (size, first, last, count)
 
-    def _write_image(self, cid, ts, parts, n) -> bool:
-        """An image whose pixels start on a page into a chunk of its own, which the chunk writer
-        writes with the pixels straight from the frame (_ChunkWriter._write_image); the time
-        ranges rosbags' writer keeps, as _write_chunk adds them. The pending chunk goes first
-        when it holds the image's Channel record (a reader in file order needs it before the
-        message): then True (self._state up to date before the call)."""
-        closed = cid in self._defined
-        if closed:
-            self._write_chunk()
-        st, w = self._storage, self._writer
-        st.message_start_time = min(st.message_start_time, ts)
-        st.message_end_time = max(st.message_end_time, ts)
-        w.min_timestamp = min(w.min_timestamp, ts)
-        w.max_timestamp = max(w.max_timestamp, ts)
-        self._chunk_writer.put(_Image(cid, ts, parts[0], parts[1], 31 + n), 31 + n)
-        return closed
-
     def _write_chunk(self) -> None:
         """Hand the pending chunk to the chunk writer thread and start a new one; the time ranges
         rosbags' writer keeps per message are added here per chunk (the counts per channel by
@@ -236,8 +205,7 @@ class BagTransport(Transport):
             st.message_end_time = max(st.message_end_time, last)
             w.min_timestamp = min(w.min_timestamp, first)
             w.max_timestamp = max(w.max_timestamp, last)
-        self._chunk_writer.put((self._parts, int(state[_SIZE]), index, (first, last), self._lane_buffer),
-                               int(state[_SIZE]))
+        self._chunk_writer.put((self._parts, int(state[_SIZE]), index, (first, last), self._lane_buffer))
         self._new_chunk()
 
     def lane(self, members, sources, sample_count, sample_stamp):
@@ -303,11 +271,11 @@ class _ChunkWriter:
     the writes (tens of MB/s of images) and the compression release the GIL, so they cost the
     thread that records only an append to a queue per chunk (the writer looks for chunks every
     _POLL instead of being woken). It is the only writer of the file between the header rosbags
-    writes at open and the summary it writes at close. The queue holds up to _QUEUED bytes not
-    written yet (64 MiB, ~2 s of the bundled world's recording: 1 MiB chunks, and images in
-    chunks of their own): a disk that stalls for less does not hold the recording back (with a
-    bag the physics thread records every step's messages itself, bag.Lane), and a disk slower
-    than the recording for longer holds it back instead of filling the memory. A write that fails (a full disk) is raised by the next put
+    writes at open and the summary it writes at close. The queue holds up to
+    _QUEUED chunks (1 MiB each; ~2 s of the bundled world's recording): a disk that stalls for
+    less does not hold the recording back (with a bag the physics thread records every step's
+    messages itself, bag.Lane), and a disk slower than the recording for longer holds it back
+    instead of filling the memory. A write that fails (a full disk) is raised by the next put
     and by close().
 
     The chunks go to the file with O_DIRECT where the file system allows it: each chunk's bytes
@@ -333,7 +301,6 @@ class _ChunkWriter:
         self.error = None
         self._direct = None          # _DirectFile after the first chunk, False for buffered writes
         self._queue = collections.deque()    # appended and popped under the GIL: no lock, no wake-up
-        self._put = self._written = 0        # bytes queued (by put) and written (by the writer) so far
         self._thread = threading.Thread(target=self._work, name="mbsim-bag-writer", daemon=True)
         self._thread.start()
 
@@ -341,15 +308,12 @@ class _ChunkWriter:
     def native_id(self):
         return self._thread.native_id
 
-    def put(self, chunk, size):
-        """Queue a chunk (parts, size, index, span, lane buffer) or an _Image of `size` bytes
-        (the bag's lock held: one putting thread at a time)."""
+    def put(self, chunk):
         self._raise()
-        while self._put - self._written >= _QUEUED:     # the disk is behind: hold the recording back
+        while len(self._queue) >= _QUEUED:     # the disk is behind: hold the recording back
             time.sleep(_POLL / 5)
             self._raise()
-        self._put += size
-        self._queue.append((chunk, size))
+        self._queue.append(chunk)
 
     def close(self):
         self._queue.append(None)
@@ -366,24 +330,16 @@ class _ChunkWriter:
             if not self._queue:
                 time.sleep(_POLL)
                 continue
-            item = self._queue.popleft()
-            if item is None:
+            chunk = self._queue.popleft()
+            if chunk is None:
                 break
-            chunk, size = item
-            del item
-            lane_buffer = None
-            try:
-                if chunk.__class__ is _Image:
-                    if self.error is None:
-                        self._write_image(chunk)
-                else:
-                    parts, size, index, span, lane_buffer = chunk
-                    if self.error is None:
-                        self._write(parts, size, index, span)
-            except Exception as e:      # reported to the recording thread
-                self.error = e
-            chunk = parts = None             # the views of the lane buffer (recycled below), the frame
-            self._written += size
+            parts, size, index, span, lane_buffer = chunk
+            if self.error is None:
+                try:
+                    self._write(parts, size, index, span)
+                except Exception as e:      # reported to the recording thread
+                    self.error = e
+            del parts, chunk                 # the views of the lane buffer
             if lane_buffer is not None:
                 self.free.append(lane_buffer)
         if self._direct:
@@ -432,71 +388,13 @@ class _ChunkWriter:
                 self._direct = False       # O_DIRECT refused at the first write: written buffered
         else:
             st.bio.writelines(pieces)
-        self._index_chunk(span, chunk_start, chunk_end, offsets, at - chunk_end, compression, stored, size)
-
-    def _index_chunk(self, span, chunk_start, chunk_end, offsets, index_size, compression, stored, size):
-        """The ChunkIndex record rosbags writes into the summary for a chunk written here;
-        offsets: (channel, its MessageIndex record's file offset) per channel."""
-        start, end = span
         rec = io.BytesIO()
         rec.write(struct.pack("<QQQQI", start, end, chunk_start, chunk_end - chunk_start, 10 * len(offsets)))
         for cid, offset in offsets:
             rec.write(struct.pack("<HQ", cid, offset))
-        rec.write(struct.pack("<QI", index_size, len(compression)) + compression
+        rec.write(struct.pack("<QI", at - chunk_end, len(compression)) + compression
                   + struct.pack("<QQ", stored, size))
-        self.storage.chunks.append(rec)
-
-    def _write_image(self, image):
-        """An image message as a chunk of its own (uncompressed), its MessageIndex record and
-        ChunkIndex, with the pixels written into the file straight from the frame: with O_DIRECT
-        a private padding record (_PADDING: MCAP readers skip opcodes 0x80-0xFF) before the
-        chunk puts the pixels' first byte on a block, so the frame's whole blocks go to the file
-        from its own memory (a page-aligned frame, sensors/optical.py) and only the blocks
-        around them are copied. The bundled world's images were ~6.8 us a step of copying."""
-        st = self.storage
-        if self._direct is None:
-            self._direct = _DirectFile.open(st.bio)
-        direct = self._direct
-        cid, ts, head, pixels, size = image.channel, image.stamp, image.head, image.pixels, image.size
-        record = _MESSAGE_RECORD.pack(5, size - 9, cid, 0, ts, ts)
-        chunk_head = (_CHUNK_HEAD.pack(6, 8 + 8 + 8 + 4 + 4 + 8 + size, ts, ts, size, 0)
-                      + struct.pack("<IQ", 0, size))
-        before = [chunk_head, record, head]
-        ahead = sum(map(len, before))
-        position = direct.position if direct else st.bio.tell()
-        if direct:
-            gap = -(position + _PADDING.size + ahead) % _BLOCK
-            before.insert(0, _PADDING.pack(_PADDING_OPCODE, gap) + bytes(gap))
-            position += _PADDING.size + gap
-        chunk_end = position + len(chunk_head) + size
-        index = _INDEX_HEAD.pack(7, 2 + 4 + 16, cid, 16) + struct.pack("<QQ", ts, 0)
-        if not direct or not direct.write_around(before, pixels, [index]):
-            if direct:
-                self._direct = False       # O_DIRECT refused at the first write: the rest buffered
-            else:
-                st.bio.writelines(before)
-            st.bio.write(pixels)
-            st.bio.write(index)
-        st.channel_stats[cid] += 1
-        self.storage_writer.counts[cid] += 1
-        self._index_chunk((ts, ts), position, chunk_end, [(cid, chunk_end)], len(index), b"", size, size)
-
-
-class _Image:
-    """An image message for a chunk of its own (BagTransport._write_image): its channel, log
-    time, the bytes before its pixels, its pixels (page-aligned) and its record's size."""
-
-    __slots__ = ("channel", "stamp", "head", "pixels", "size")
-
-    def __init__(self, channel, stamp, head, pixels, size):
-        self.channel, self.stamp, self.head, self.pixels, self.size = channel, stamp, head, pixels, size
-
-
-def _aligned(part):
-    """Whether a message part is pixels the chunk writer can write straight from their memory:
-    a C-contiguous uint8 array of at least _BIG_PART bytes starting on a page."""
-    return (part.__class__ is np.ndarray and part.nbytes >= _BIG_PART and part.flags.c_contiguous
-            and part.__array_interface__["data"][0] % _BLOCK == 0)
+        st.chunks.append(rec)
 
 
 _BLOCK = 4096        # O_DIRECT offsets, lengths and buffer addresses: a multiple of the logical block size
@@ -578,51 +476,26 @@ class _DirectFile:
             n += k
         self.fill = n
         self.position += total
-        done, error = self._write_blocks(view, n - n % _BLOCK)
-        if error is not None:
-            if self.written or error.errno != errno.EINVAL:
+        whole = n - n % _BLOCK
+        done = 0
+        try:
+            while done < whole:
+                got = _pwrite(self.fd, view[done:whole], self.base + done)
+                if got <= 0 or got % _BLOCK:
+                    raise OSError(errno.EIO, f"O_DIRECT pwrite wrote {got} of {whole - done} bytes")
+                done += got
+                self.written = True
+        except OSError as e:
+            if self.written or e.errno != errno.EINVAL:
                 self._drop(done)
-                raise error
+                raise
             log.debug("bag: O_DIRECT write refused for %s (%s): the chunks are written buffered",
-                      self.bio.name, error)
+                      self.bio.name, e)
             self.bio.write(view[self.start - self.base:n])
             self.close()
             return False
         self._drop(done)
         return True
-
-    def _write_blocks(self, buffer, n):
-        """Write buffer[:n] (whole blocks, on a page) at the file offset self.base with O_DIRECT:
-        (bytes written, None), or (bytes written before, the OSError that stopped it)."""
-        done = 0
-        try:
-            while done < n:
-                got = _pwrite(self.fd, buffer[done:n], self.base + done)
-                if got <= 0 or got % _BLOCK:
-                    raise OSError(errno.EIO, f"O_DIRECT pwrite wrote {got} of {n - done} bytes")
-                done += got
-                self.written = True
-        except OSError as e:
-            return done, e
-        return done, None
-
-    def write_around(self, before, pixels, after):
-        """Copy the pieces `before` after the pending bytes (they must end on a block), write the
-        whole blocks of `pixels` (a 1-D uint8 array starting on a page) straight from its
-        memory, then copy its last partial block and the pieces `after`. False if O_DIRECT is
-        refused at the first write (write: `before` went through bio, the rest is the caller's)."""
-        if not self.write(before, sum(map(len, before))):
-            return False
-        if self.fill:
-            raise AssertionError(f"an image's pixels do not start on a block ({self.fill} bytes pending)")
-        whole = len(pixels) - len(pixels) % _BLOCK
-        done, error = self._write_blocks(pixels, whole)
-        self.base += done
-        self.position += done
-        if error is not None:
-            raise error
-        rest = [pixels[whole:], *after]
-        return self.write(rest, sum(map(len, rest)))
 
     def _drop(self, done):
         """Forget the first `done` bytes (written) and move the rest to the buffer's start."""

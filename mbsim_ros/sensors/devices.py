@@ -290,8 +290,8 @@ class Device:
     def finish_camera(self, stamp, color, depth, dt=None):
         dt = self.taken(stamp) if dt is None else dt
         color_noise, depth_noise = self.noise
-        if color is not None and color_noise.active:     # in place: the frame stays on its pages (page_aligned)
-            color[...] = np.clip(np.rint(color_noise.apply(color.astype(np.float64) / 255.0, dt) * 255.0), 0, 255)
+        if color is not None and color_noise.active:
+            color = np.clip(np.rint(color_noise.apply(color.astype(np.float64) / 255.0, dt) * 255.0), 0, 255).astype(np.uint8)
         if depth is not None and depth_noise.active:
             finite = np.isfinite(depth)
             depth[finite] = depth_noise.apply(depth[finite].astype(np.float64), dt).astype(np.float32)

@@ -16,22 +16,11 @@ waits for the device's oldest sample instead.
 from __future__ import annotations
 
 import collections
-import mmap
 import threading
 
 import numpy as np
 
 MAX_IN_FLIGHT = 3
-_PAGE = mmap.PAGESIZE
-
-def page_aligned(shape, dtype):
-    """An uninitialized array whose data starts on a memory page: a bag writes such a frame
-    into its file straight from its memory, without copying it (ros/bag.py, _write_image)."""
-    nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
-    raw = np.empty(nbytes + _PAGE, np.uint8)
-    start = -raw.ctypes.data % _PAGE
-    return raw[start:start + nbytes].view(dtype).reshape(shape)
-
 
 def sense_optical(scene, dev, stamp, dt=None):
     """A range sensor's or camera's Reading at `stamp` from `scene` at its current poses; dt:
@@ -47,9 +36,9 @@ def sense_optical(scene, dev, stamp, dt=None):
         return dev.finish_range(stamp, out, dt)
     color = depth = None
     if dev.color:
-        color = page_aligned((dev.height, dev.width) if dev.mono else (dev.height, dev.width, 3), np.uint8)
+        color = np.empty((dev.height, dev.width) if dev.mono else (dev.height, dev.width, 3), np.uint8)
     if dev.depth:
-        depth = page_aligned((dev.height, dev.width), np.float32)
+        depth = np.empty((dev.height, dev.width), np.float32)
     render(scene, T, dev.width, dev.height, dev.fov, dev.near, dev.far, color=color, depth=depth, mono=dev.mono)
     return dev.finish_camera(stamp, color, depth, dt)
 

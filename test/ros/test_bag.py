@@ -18,7 +18,6 @@ from mbsim_ros.ros import qos, templates
 mcap_reader = pytest.importorskip("mcap_ros2.reader", reason="mcap-ros2-support (test extra) not installed")
 from mbsim_ros.ros import bag as bagmod  # noqa: E402
 from mbsim_ros.ros.bag import BagTransport  # noqa: E402
-from mbsim_ros.sensors.optical import page_aligned  # noqa: E402
 
 URDF = '<?xml version="1.0"?>\n<robot name="sr1"><link name="WAIST"/></robot>\n'
 NAMES = [f"joint{i}" for i in range(12)]
@@ -268,118 +267,6 @@ def _write_sequence(path, seq, compression, fast=True, batch=1, lane=False):
     return next(path.glob("*.mcap")).read_bytes(), (path / "metadata.yaml").read_text()
 
 
-def _frame_parts(data):
-    """An Image message's bytes as the bridge hands over a rendered frame: the bytes before the
-    pixels, and the pixels in a page-aligned array as the renderer makes them (page_aligned)."""
-    n = m.TYPESTORE.deserialize_cdr(data, m.IMAGE).data.size
-    pixels = page_aligned((n,), np.uint8)
-    pixels[:] = np.frombuffer(data, np.uint8)[len(data) - n:]
-    return data[:len(data) - n], pixels
-
-
-def _write_frames(path, seq, compression=None):
-    """A bag of `seq` with every image given as _frame_parts, the messages given 7 at a time to
-    publish_many (a chunk closes inside a batch); returns the .mcap file's bytes and the frames'
-    pixel arrays."""
-    frames, pending = [], []
-    with BagTransport(path, compression=compression) as bag:
-        pubs = {}
-        for topic, typename, data, t in seq:
-            if topic not in pubs:
-                bag.publish_many(pending)      # a topic is advertised between two batches
-                pending = []
-                pubs[topic] = bag.advertise(topic, typename, qos.SENSOR)
-            if typename == m.IMAGE:
-                data = _frame_parts(data)
-                frames.append(data[1])
-            pending.append((pubs[topic], data, m.to_nanoseconds(t)))
-            if len(pending) == 7:
-                bag.publish_many(pending)
-                pending = []
-        bag.publish_many(pending)
-    return next(path.glob("*.mcap")).read_bytes(), frames
-
-
-def _records(mcap):
-    """(opcode, offset) of each record of an MCAP file's data section and summary, in order."""
-    out, at = [], 8                  # after the magic
-    while at < len(mcap) - 8:
-        op, length = mcap[at], int.from_bytes(mcap[at + 1:at + 9], "little")
-        out.append((op, at))
-        if op == 2:                  # the footer
-            break
-        at += 9 + length
-    return out
-
-
-def _readers_view(path):
-    """The messages of a bag as rosbags and mcap-ros2-support's MCAP reader read them: each
-    reader's (topic, log time, bytes), sorted by log time (messages of one stamp in any order);
-    the MCAP reader also reads the file as a stream, in file order, without its index (so
-    every Channel record must come before the messages on it)."""
-    from mcap.reader import NonSeekingReader, make_reader
-    from rosbags.highlevel import AnyReader
-    with AnyReader([path]) as reader:
-        ours = [(c.topic, t, bytes(raw)) for c, t, raw in reader.messages()]
-    with open(next(path.glob("*.mcap")), "rb") as f:
-        theirs = [(c.topic, msg.log_time, bytes(msg.data)) for _, c, msg in make_reader(f).iter_messages()]
-    with open(next(path.glob("*.mcap")), "rb") as f:
-        streamed = [(c.topic, msg.log_time, bytes(msg.data)) for _, c, msg in NonSeekingReader(f).iter_messages()]
-    assert [t for _, t, _ in ours] == sorted(t for _, t, _ in ours)     # in log time order
-    assert [t for _, t, _ in theirs] == sorted(t for _, t, _ in theirs)
-    assert sorted(streamed) == sorted(theirs)
-    return sorted(ours), sorted(theirs)
-
-
-@pytest.mark.parametrize("mode", ["as-is", "no-direct-open", "no-direct-write"])
-def test_frames_on_pages_are_written_from_their_own_memory(tmp_path, monkeypatch, mode):
-    """An image whose pixels start on a page (the renderer's frames) gets a chunk of its own and,
-    with O_DIRECT, its pixels go into the file straight from the frame's memory at a block
-    offset, after a private padding record (opcode 0x80, which MCAP readers skip). rosbags and
-    mcap-ros2-support read from it the very messages, topics and log times that rosbags' own
-    Writer.write records. Where O_DIRECT is refused (at open, or at the first write) the frames'
-    chunks are written buffered, without padding (but the one written before a refusal at the
-    first write), and read the same."""
-    seq = _sequence()[:1200]
-    writes = []
-
-    def pwrite(fd, data, offset):
-        writes.append((np.frombuffer(data, np.uint8).__array_interface__["data"][0], offset, len(data)))
-        return os.pwrite(fd, data, offset)
-    direct = mode == "as-is" and _direct_io_supported(tmp_path) is None
-    with monkeypatch.context() as mp:
-        mp.setattr(bagmod, "_pwrite", _refuse_direct_write if mode == "no-direct-write" else pwrite)
-        if mode == "no-direct-open":
-            mp.setattr(bagmod, "_open_direct", _refuse_direct_open)
-        mcap, frames = _write_frames(tmp_path / "frames" / "bag", seq)
-    _write_sequence(tmp_path / "rosbags" / "bag", seq, None, fast=False)
-    assert _readers_view(tmp_path / "frames" / "bag") == _readers_view(tmp_path / "rosbags" / "bag")
-
-    records = _records(mcap)
-    chunks = [at for op, at in records if op == 6]
-    assert len(chunks) >= len(frames) + 1         # a chunk each, and the others' chunks
-    padding = [at for op, at in records if op == 0x80]
-    if not direct:
-        # (refused at the first write: the padding written before that stays, a record readers skip)
-        assert len(padding) <= (mode == "no-direct-write") and (mode == "as-is" or not writes)
-        return
-    assert len(padding) == len(frames)
-    for pixels in frames:                          # each frame's whole blocks from its own memory
-        address = pixels.__array_interface__["data"][0]
-        whole = len(pixels) // 4096 * 4096
-        (offset, n), = [(o, n) for a, o, n in writes if a == address]
-        assert offset % 4096 == 0 and n == whole
-        assert mcap[offset:offset + n] == pixels[:whole].tobytes()
-
-
-def test_frames_on_pages_in_a_compressed_bag_are_rosbags_bytes(tmp_path):
-    """Compressed chunks are compressed from one buffer anyway: the frames go into them as any
-    message does, and the bag is the one rosbags' Writer.write writes, byte for byte."""
-    seq = _sequence()[:400]
-    mcap, frames = _write_frames(tmp_path / "frames" / "bag", seq, "zstd")
-    assert frames and mcap == _write_sequence(tmp_path / "rosbags" / "bag", seq, "zstd", fast=False)[0]
-
-
 def _refuse_direct_open(name):
     raise OSError(errno.EINVAL, "Invalid argument")
 
@@ -462,11 +349,10 @@ def test_chunks_go_through_o_direct_where_the_file_system_has_it(tmp_path, monke
 
 
 @pytest.mark.parametrize("mode", ["as-is", "no-direct-open"])
-@pytest.mark.parametrize("frames", [False, True])
-def test_a_failing_disk_is_one_clear_error_naming_the_bag(tmp_path, monkeypatch, mode, frames):
+def test_a_failing_disk_is_one_clear_error_naming_the_bag(tmp_path, monkeypatch, mode):
     """A chunk write that fails (here: no space left) on the writer thread is raised to the
     recording thread, at the next chunk or at close, as one OSError that names the bag: with
-    O_DIRECT writes and with buffered ones, for chunks and for frames in chunks of their own."""
+    O_DIRECT writes and with buffered ones."""
     path = tmp_path / "bag"
 
     def full(*args):
@@ -478,8 +364,6 @@ def test_a_failing_disk_is_one_clear_error_naming_the_bag(tmp_path, monkeypatch,
     pub = bag.advertise("/cam", m.IMAGE, qos.SENSOR)
     bag._storage.bio.write = full
     image = m.image(1.0, "cam", np.zeros((480, 640, 3), np.uint8))   # 0.9 MB: a chunk every two
-    if frames:
-        image = _frame_parts(image)
     with pytest.raises(OSError, match=f"writing the bag {path}: .*No space left on device"):
         for k in range(8):
             bag.publish(pub, image, k)
@@ -487,11 +371,11 @@ def test_a_failing_disk_is_one_clear_error_naming_the_bag(tmp_path, monkeypatch,
 
 
 def test_a_stalled_disk_holds_the_recording_back_and_loses_nothing(tmp_path, monkeypatch):
-    """While the disk takes no writes, at most _QUEUED bytes of chunks wait in memory: the
-    recording thread is held at the next full chunk (not let to fill the memory), and once the
-    disk takes writes again every message is in the bag, in order."""
+    """While the disk takes no writes, at most _QUEUED chunks wait in memory: the recording
+    thread is held at the next full chunk (not let to fill the memory), and once the disk
+    takes writes again every message is in the bag, in order."""
     from rosbags.highlevel import AnyReader
-    monkeypatch.setattr(bagmod, "_QUEUED", 5 << 20)    # the chunks here are two images, 1.8 MB: 3 of them
+    monkeypatch.setattr(bagmod, "_QUEUED", 2)
     stalled, release = threading.Event(), threading.Event()
     write = bagmod._ChunkWriter._write
 
@@ -516,8 +400,7 @@ def test_a_stalled_disk_holds_the_recording_back_and_loses_nothing(tmp_path, mon
     held = len(published)
     try:
         assert recorder.is_alive() and held < len(images)
-        # one chunk in the writer and two waiting (_QUEUED: bytes not written yet), the recorder
-        # in the put of the next
+        # one chunk in the writer, _QUEUED waiting, the recorder in the put of the next
         assert held == 2 * (1 + 2 + 1) - 1
     finally:
         release.set()

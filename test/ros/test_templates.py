@@ -294,12 +294,9 @@ def test_bridge_templates_equal_the_message_objects(model, overrides, seconds):
 
 
 def test_bridge_hands_images_to_a_bag_as_parts_and_the_bag_is_the_same(tmp_path):
-    """A bag takes an image as its header and the rendered pixels (not copied on the way: the
-    frames, made on memory pages, go into chunks of their own, ros/bag.py); rosbags reads from
-    it the very messages of the bag written from whole messages (the bundled world's two
-    cameras, color and depth, over three frames)."""
-    from mcap.reader import NonSeekingReader
-    from rosbags.highlevel import AnyReader
+    """A bag takes an image as its header and the rendered pixels (not copied on the way); the
+    bag is byte for byte the one written from whole messages (the bundled world's two cameras,
+    color and depth, over three frames)."""
     import warnings
 
     from mbsim_ros.ros.bag import BagTransport
@@ -327,13 +324,8 @@ def test_bridge_hands_images_to_a_bag_as_parts_and_the_bag_is_the_same(tmp_path)
                 sim.step()
                 bridge.on_step(sim)
         assert sum(isinstance(d, tuple) for d in sent) == (12 if parts else 0)   # 2 cameras x 2 images x 3
-        with AnyReader([path]) as reader:
-            files.append(sorted((c.topic, t, bytes(raw)) for c, t, raw in reader.messages()))
-        with open(next(path.glob("*.mcap")), "rb") as f:     # read as a stream, in file order
-            assert sorted((c.topic, msg.log_time, bytes(msg.data))
-                          for _, c, msg in NonSeekingReader(f).iter_messages()) == files[-1]
+        files.append(next(path.glob("*.mcap")).read_bytes())
     assert files[0] == files[1]
-    assert sum(topic.endswith("image_raw") for topic, _, _ in files[0]) == 12
 
 
 def test_bridge_tf_equals_the_4x4_algebra():
