@@ -14,8 +14,9 @@ Prints, each from its own run:
   ray casting, in whichever thread), messages (collecting in the physics thread, filling the
   templates, handing the bytes to the transport; with a bag, the Lane's filling and recording of
   the clock, joint states, /tf and kinematic sensors, ros/bag.py) and bag (adding each message to
-  the pending MCAP chunk, and the chunk writer thread writing the chunks into the file), from a
-  third, instrumented run at rtf 0 (each timed call costs ~1 us more there); closing the bag
+  the pending MCAP chunk, and the chunk writer thread writing the chunks into the file: the
+  thread's whole CPU time, read from /proc), from a third, instrumented run at rtf 0 (each
+  timed call costs ~1 us more there); closing the bag
   (the last chunk, the summary, and rosbags writing metadata.yaml: ~0.15 s once per bag,
   whatever its length) is timed on its own, not spread over the steps of a short run;
 - the machine load (uptime) beside them: the goals (issue 18) are for a quiet machine;
@@ -195,6 +196,15 @@ def recording_floor(directory, mib=64):
     return 1e6 * cpu / (2 * mib)
 
 
+def _thread_cpu(tid):
+    """The CPU seconds thread `tid` of this process has run so far (Linux: /proc), or None."""
+    try:
+        with open(f"/proc/self/task/{tid}/schedstat") as f:
+            return int(f.read().split()[0]) * 1e-9
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 class CostSplit:
     """Wraps the component functions to add up their CPU time (time.thread_time) per component."""
 
@@ -208,11 +218,23 @@ class CostSplit:
         self._inner = threading.local()
         self.patches = [(dyn.Simulation, "step", "physics"), (sens.Simulation, "_sample", "sensors"),
                         (bridge.Bridge, "on_step", "messages"), (bridge.Bridge, "_write", "messages"),
-                        (bag.BagTransport, "publish_many", "bag"), (bag._ChunkWriter, "_write", "bag"),
-                        (bag.BagTransport, "_close", "bag close")]
+                        (bag.BagTransport, "publish_many", "bag"), (bag.BagTransport, "_close", "bag close")]
+        if _thread_cpu(threading.get_native_id()) is None:     # no /proc: the writer's one method
+            self.patches.append((bag._ChunkWriter, "_write", "bag"))
         self.originals = [(cls, name, getattr(cls, name)) for cls, name, _ in self.patches]
         for cls, name, part in self.patches:
             setattr(cls, name, self._wrap(getattr(cls, name), part))
+        # the bag's writer thread: all of its CPU time up to the bag's close, whatever it ran (a
+        # method it gains later is not left out, as a written-from-memory path once was)
+        writer_close = bag._ChunkWriter.close
+
+        def close(writer):
+            spent = _thread_cpu(writer.native_id)
+            if spent is not None:
+                self.cpu["bag"] += spent
+            return writer_close(writer)
+        self.originals.append((bag._ChunkWriter, "close", writer_close))
+        bag._ChunkWriter.close = close
         # rendering inside _sample (inline) is already counted there; on the render thread it is not
         self._sense_optical = optical.sense_optical
         self._optical = optical
