@@ -224,8 +224,8 @@ class CostSplit:
         self.originals = [(cls, name, getattr(cls, name)) for cls, name, _ in self.patches]
         for cls, name, part in self.patches:
             setattr(cls, name, self._wrap(getattr(cls, name), part))
-        # the bag's writer thread: all of its CPU time up to the bag's close, whatever it ran (a
-        # method it gains later is not left out, as a written-from-memory path once was)
+        # the bag's writer thread: all of its CPU time up to the bag's close, whatever it ran (its
+        # polling too; a method it gains later is not left out, as a per-image one once was)
         writer_close = bag._ChunkWriter.close
 
         def close(writer):
