@@ -60,7 +60,7 @@ from ..formats.urdf import joint_frame_links
 from ..model import sensor_ros_frames
 from ..model.names import renamed
 from ..model.transforms import inverse_transform
-from ..sensors import Device, Reading
+from ..sensors import Reading
 from . import hil
 from . import messages as msg
 from . import templates as tpl
@@ -220,10 +220,6 @@ class Bridge:
         self.lane = None                    # bag.Lane recording the clock, joint states, /tf, kinematic sensors
         self._lane_tf = None                # (its /tf values, each edge's first index there) when it records /tf
         self._collected = None              # the devices whose readings on_step collects (None: all)
-        self._lane_only = False             # on_step's short way: the lane records all that is due each step
-        self._pushed = -1                   # Device.pushed at the last collect (see _collect_readings)
-        self._waiting = True                # a collected device still had readings pending then
-        self._by_push = False               # every collected device's readings come through push()
         self._lane_keys = frozenset()       # the publication keys the lane records
         self._lane_devices = frozenset()    # the names of the devices whose messages it records
         self._keys_of = {}                  # device name -> its publication keys (device_keys)
@@ -426,7 +422,7 @@ class Bridge:
             if dev.name not in always:
                 dev.set_idle(bool(keys) and not any(self.wanted[k] for k in keys) and dev.name not in laned, step)
         if self.lane is None:
-            self._collect(None)
+            self._collected = None
             return
         collected = []
         for dev in self.sim.devices.values():
@@ -434,15 +430,7 @@ class Bridge:
                 collected.append(dev)
                 if self._collected is not None and dev not in self._collected and dev.latest is not None:
                     self._last[dev.name] = dev.latest     # from now on, not the readings the lane recorded
-        self._collect(collected)
-
-    def _collect(self, devices):
-        """Collect the readings of `devices` (None: all) in on_step from now on. When each of
-        them has its readings pushed (cameras, range sensors, delayed ones), a step that saw no
-        push since the last look and nothing pending then skips the look (_collect_readings)."""
-        self._collected = devices
-        self._by_push = devices is not None and all(d.kind not in _KINEMATIC or d.delay > 0 for d in devices)
-        self._pushed, self._waiting = -1, True
+        self._collected = collected
 
     def reset(self):
         """After the simulation went back to t = 0 (in the physics thread): every rate counts
@@ -540,8 +528,7 @@ class Bridge:
         and recorded by one compiled call a step (bag.Lane; /tf's values computed just before,
         at the steps it is due); on_step collects the other devices' readings, and the lane's
         while a live transport beside the bag has subscribers to them (refresh_subscribers)."""
-        old, self.lane, self._lane_tf = self.lane, None, None
-        self._collect(None)
+        old, self.lane, self._collected, self._lane_tf = self.lane, None, None, None
         self._lane_keys, self._lane_devices = frozenset(), frozenset()
         make = getattr(self.transport, "lane", None)
         if old is not None:
@@ -593,13 +580,9 @@ class Bridge:
         if self.lane is not None:
             self._lane_keys = frozenset(key for key, h in pubs.items() if any(h is m[0] for m in members))
             self._lane_devices = frozenset(lane_devices)
-            self._collect([d for d in sim.devices.values() if d.name not in lane_devices])
+            self._collected = [d for d in sim.devices.values() if d.name not in lane_devices]
             if self.moving:
                 self._lane_tf = (tf_values, 7 * np.arange(len(self.moving)))
-        # the short way through on_step: a bag alone, its lane recording the clock, joint_states
-        # and /tf, with no model's own joint_states, actuators or devices in the loop to serve
-        self._lane_only = (self.lane is not None and not self.live and self.hil is None and not self.namespaced_dofs
-                           and not self.actuator_names)
 
     def close(self):
         """Stop what start() started besides the transport (serial ports and their threads)."""
@@ -654,8 +637,6 @@ class Bridge:
     def on_step(self, sim):
         """After a step: collect what is due (copies of the state, new readings) in the physics
         thread, hand building and writing to publish_job; then set tau for the next step."""
-        if self._lane_only:
-            return self._on_step_lane_only(sim)
         t = sim.t
         work = []
         wanted = self.wanted
@@ -697,40 +678,14 @@ class Bridge:
             self.publish_job(lambda: self._write(work))
         self.controller.apply(sim)
 
-    def _on_step_lane_only(self, sim):
-        """on_step where the lane records every message due each step (_lane_only): the same
-        work, without the branches for what is not there (each costs after the step kernel, all
-        of whose code and data the step has pushed out of the caches)."""
-        t = sim.t
-        due = tpl.due_rates(self.rate_period, self.rate_k, t)
-        if due & _TF and self._lane_tf is not None:
-            R, p = sim.link_poses()
-            tpl.tf_values(R, p, *self.tf_layout[1:], *self._lane_tf)
-        self.lane.record(t, due)
-        work = []
-        self._collect_readings(sim, t, work)
-        if due & _DIAGNOSTICS and self.wanted["diagnostics"]:
-            work.append(("diagnostics", t, self.runner_stats))     # evaluated off the physics thread
-        if work:
-            self.publish_job(lambda: self._write(work))
-        self.controller.apply(sim)
-
     def _collect_readings(self, sim, t, work):
         """Every reading made visible since the last look, each once, in order, as work items
         (frames from a render thread may arrive several at a time)."""
-        if self._by_push:         # nothing pushed since the last look and nothing left pending then:
-            pushed = Device.pushed      # (read before looking: a push meanwhile is seen next step)
-            if pushed == self._pushed and not self._waiting:
-                return
-            self._pushed = pushed
         hil_, templates = self.hil, self.templates
         devices = sim.devices.values() if self._collected is None else self._collected
-        waiting = False
         for dev in devices:          # every device's first (a merged Imu looks at its gyro's)
             if dev.pending:
                 dev.visible(t)
-                waiting = waiting or bool(dev.pending)
-        self._waiting = waiting
         seen = self._last
         for dev in devices:
             newest = dev.latest

@@ -65,8 +65,6 @@ class Device:
     name, kind, link, frame, rate (Hz), delay (s), variance (per channel: the white noise
     stddev^2), and per kind the geometry below."""
 
-    pushed = 0     # push() calls of every device so far: a reader sees at one look whether any came
-
     def __init__(self, sensor, model, config, seed, dt, name=None, link=None):
         self.sensor = sensor
         self.name = sensor.name if name is None else name      # its world name (model/names.py)
@@ -234,7 +232,6 @@ class Device:
     def push(self, reading):
         """A new reading, visible once its delay has passed (visible)."""
         self.pending.append(reading)
-        Device.pushed += 1
 
     def show(self, reading):
         """A new reading visible at once (no delay), from the thread that reads them."""
