@@ -15,8 +15,8 @@ call, with their index entries: no Python per message. A chunk past 1 MiB goes t
 thread (_ChunkWriter, which looks for chunks every _POLL rather than being woken) that
 writes its record, the parts (or their zstd compression) and its message index records (a
 compiled kernel) into the file, and hands its chunk index to rosbags' writer for the summary;
-the counts and time ranges rosbags keeps per message are added per chunk. It writes with O_DIRECT
-from a page-aligned staging buffer where the file system allows it (about half the CPU time
+the counts and time ranges rosbags keeps per message are added per chunk. It writes with O_DIRECT,
+4 MiB at a time, from a page-aligned staging buffer where the file system allows it (about half the CPU time
 per MiB of buffered writes, which matters at tens of MB/s of camera images), buffered
 elsewhere. The file's bytes are those rosbags' Writer.write writes message by message
 (tested). Schema and channel records (rosbags writes them into its own chunk buffer when a
@@ -54,9 +54,10 @@ _CHUNK_LIMIT = 1 << 20                        # rosbags closes a chunk past 1 Mi
 _QUEUED = 64                                  # chunks waiting for the writer thread at most
 # How often the chunk writer looks for chunks (s). It polls rather than being woken: waking a thread
 # that sleeps on an idle core cost the recording thread 15-55 us of CPU per chunk on a 2-core VM
-# (a queue's notify), a sleep that ends on the writer's own core costs it nothing; 5 ms is 1-2
-# chunks of the bundled world as fast as it runs, well inside the _QUEUED chunks' slack.
-_POLL = 0.005
+# (a queue's notify), a sleep that ends on the writer's own core costs it little (each look still
+# cost this VM ~6 us: 1.2 us per 1 ms step at 5 ms); 20 ms is under a chunk of the bundled world
+# in real time and ~6 of it as fast as it runs, well inside the _QUEUED chunks' slack.
+_POLL = 0.02
 _NO_TIME = (2 ** 63 - 1, 0)                   # an empty chunk's (start, end), as rosbags writes it
 _SIZE, _FIRST, _LAST, _COUNT, _LANE_END, _SEGMENT = range(6)   # the pending chunk's state array:
 # its size, first and last log time, messages, the end of its lane records in the lane buffer and
@@ -279,8 +280,9 @@ class _ChunkWriter:
     and by close().
 
     The chunks go to the file with O_DIRECT where the file system allows it: each chunk's bytes
-    are copied once into a page-aligned staging buffer and its whole 4 KiB blocks written with
-    pwrite on a second, O_DIRECT descriptor of the file (the remainder waits for the next chunk).
+    are copied once into a page-aligned staging buffer, whose whole 4 KiB blocks are written with
+    pwrite on a second, O_DIRECT descriptor of the file once _WRITE_BATCH bytes (4 MiB: four
+    chunks) are pending or _FLUSH_AGE after the last write (the remainder waits for the next).
     Measured on a 2-core VM: buffered writes of 1 MiB cost 320-580 us CPU per MiB (the page
     cache copy and its bookkeeping), O_DIRECT writes 31-71 us per MiB plus 60-70 us per MiB for
     the copy; on the benchmark world's chunks (~450 parts a MiB, the sources cold in the cache)
@@ -398,6 +400,11 @@ class _ChunkWriter:
 
 
 _BLOCK = 4096        # O_DIRECT offsets, lengths and buffer addresses: a multiple of the logical block size
+# The staged bytes are written once this many are pending (or _FLUSH_AGE after the last write): an
+# O_DIRECT pwrite cost this VM ~35 us of CPU a call plus ~11 us a MiB (64 us for 1 MiB, 100 us for
+# 4 MiB), so one write per 1 MiB chunk cost 3.3 us per step of the bundled world
+_WRITE_BATCH = 4 << 20
+_FLUSH_AGE = 1.0     # s: bytes wait at most this long plus a chunk's interval in the staging buffer
 _BIG_PART = 1 << 16  # parts from this size on are copied with numpy, which releases the GIL meanwhile
 _pwrite = os.pwrite  # (tests make it fail)
 
@@ -439,7 +446,8 @@ class _DirectFile:
         self.base = self.position // _BLOCK * _BLOCK  # the file offset of the buffer's first byte
         self.fill = self.position - self.base         # bytes pending in the buffer
         self.written = False                          # whether a direct write went through yet
-        self._map(4 << 20)
+        self.flushed = time.monotonic()               # when the pending bytes were last written
+        self._map(2 * _WRITE_BATCH)
         if self.fill:
             rd = os.open(bio.name, os.O_RDONLY | os.O_CLOEXEC)
             try:
@@ -460,9 +468,9 @@ class _DirectFile:
         self.buf, self.view, self.array = buf, memoryview(buf), array
 
     def write(self, pieces, total):
-        """Copy the pieces (`total` bytes) after the pending bytes and write the whole blocks.
-        False if O_DIRECT is refused at the first write: then the bytes from where bio stands
-        are written through bio and this writer is closed."""
+        """Copy the pieces (`total` bytes) after the pending bytes, and write the whole blocks
+        once _WRITE_BATCH bytes are pending or _FLUSH_AGE after the last write (flush). False if
+        O_DIRECT is refused at the first write (see flush)."""
         need = self.fill + total
         if need > len(self.buf):
             self._map(max(2 * len(self.buf), -(-need // _BLOCK) * _BLOCK), self.fill)
@@ -476,8 +484,17 @@ class _DirectFile:
             n += k
         self.fill = n
         self.position += total
+        if n >= _WRITE_BATCH or time.monotonic() - self.flushed >= _FLUSH_AGE:
+            return self.flush()
+        return True
+
+    def flush(self):
+        """Write the pending whole blocks. False if O_DIRECT is refused at the first write:
+        then the bytes from where bio stands are written through bio and this writer is closed."""
+        view, n = self.view, self.fill
         whole = n - n % _BLOCK
         done = 0
+        self.flushed = time.monotonic()
         try:
             while done < whole:
                 got = _pwrite(self.fd, view[done:whole], self.base + done)
@@ -506,9 +523,12 @@ class _DirectFile:
             self.fill = rest
 
     def finish(self):
-        """Write the pending bytes through bio at their offset, leaving bio at the logical end
-        (a seek also resynchronizes the buffered writer's position with the file's)."""
+        """Write the pending whole blocks (flush), then the last partial one through bio at its
+        offset, leaving bio at the logical end (a seek also resynchronizes the buffered writer's
+        position with the file's)."""
         try:
+            if not self.flush():
+                return           # O_DIRECT refused at this first write: all went through bio
             bio = self.bio
             bio.seek(self.base)
             if self.fill:

@@ -325,27 +325,42 @@ def _direct_io_supported(directory):
     return None
 
 
-def test_chunks_go_through_o_direct_where_the_file_system_has_it(tmp_path, monkeypatch):
+@pytest.mark.parametrize("flush_age", [1e9, 0.0])
+def test_chunks_go_through_o_direct_where_the_file_system_has_it(tmp_path, monkeypatch, flush_age):
     """Where the test directory's file system takes O_DIRECT writes, the chunks are written with
-    it (whole 4 KiB blocks at block offsets), and the bag is still rosbags' bytes."""
+    it (whole 4 KiB blocks at block offsets), _WRITE_BATCH bytes or more at a time but the last
+    (one pwrite costs ~35 us of CPU whatever its size), or each chunk at once when the last
+    write is _FLUSH_AGE old (here 0); and the bag is still rosbags' bytes."""
     why_not = _direct_io_supported(tmp_path)
     if why_not is not None:
         pytest.skip(why_not)
-    writes = []
+    monkeypatch.setattr(bagmod, "_FLUSH_AGE", flush_age)
+    writes, chunks = [], []
+    write_chunk = bagmod._ChunkWriter._write
 
     def pwrite(fd, data, offset):
         assert os.O_DIRECT & fcntl.fcntl(fd, fcntl.F_GETFL)      # the O_DIRECT descriptor
         writes.append((offset, len(data)))
         return os.pwrite(fd, data, offset)
+
+    def count_chunks(self, *args):
+        chunks.append(len(writes))
+        return write_chunk(self, *args)
     monkeypatch.setattr(bagmod, "_pwrite", pwrite)
+    monkeypatch.setattr(bagmod._ChunkWriter, "_write", count_chunks)
     seq = _sequence()[:1200]
     direct = _write_sequence(tmp_path / "direct" / "bag", seq, None)
     monkeypatch.undo()
     assert direct == _write_sequence(tmp_path / "rosbags" / "bag", seq, None, fast=False)
-    assert len(writes) >= 5
     assert all(offset % 4096 == 0 and n % 4096 == 0 for offset, n in writes)
-    # the direct writes cover the file but for its last partial block (and the summary)
-    assert writes[0][0] == 0 and sum(n for _, n in writes) > len(direct[0]) - (64 << 10)
+    # the direct writes cover the file but for its last partial block (and the summary), in order
+    assert writes[0][0] == 0 and all(a + n == b for (a, n), (b, _) in zip(writes, writes[1:]))
+    assert writes[-1][0] + writes[-1][1] > len(direct[0]) - (64 << 10)
+    assert len(chunks) >= 8
+    if flush_age:
+        assert len(writes) >= 2 and all(n >= bagmod._WRITE_BATCH - 4096 for _, n in writes[:-1])
+    else:              # each chunk written before the next comes
+        assert chunks == list(range(len(chunks)))
 
 
 @pytest.mark.parametrize("mode", ["as-is", "no-direct-open"])
