@@ -544,14 +544,15 @@ class Runner:
         self.sim.reset()
 
     # -- statistics ------------------------------------------------------------------------
-    def lateness(self) -> np.ndarray:
-        """The lateness (s) of the paced steps the statistics cover (the last `jitter_window`),
-        oldest first: a copy."""
+    def lateness(self, last: int | None = None) -> np.ndarray:
+        """The lateness (s) of the paced steps the statistics cover (the last `jitter_window`,
+        or the last `last` of them), oldest first: a copy."""
         n, ring = self._nlate, self._lateness
-        if n <= len(ring):
-            return ring[:n].copy()
-        k = n % len(ring)
-        return np.concatenate([ring[k:], ring[:k]])
+        size = min(n, len(ring), len(ring) if last is None else max(int(last), 0))
+        end = n % len(ring)
+        if size <= end:
+            return ring[end - size:end].copy()
+        return np.concatenate([ring[len(ring) - (size - end):], ring[:end]])
 
     def counters(self) -> dict:
         """stats() without the lateness statistics: cheap at any window size."""
@@ -585,14 +586,17 @@ class Runner:
             "running": self._running,
         }
 
-    def stats(self) -> dict:
+    def stats(self, last: int | None = None) -> dict:
         """Counters and timing of the current (or last) run() and the lateness statistics over
-        the window; definitions in the module doc."""
-        late = self.lateness()
+        the window (or its last `last` steps); definitions in the module doc."""
+        late = self.lateness(last)
         if len(late):
-            p50, p99 = (float(x) for x in np.percentile(late, [50, 99]))
-            mean, worst = float(late.mean()), float(late.max())
-            hist = np.histogram(late, LATENESS_BINS)[0]
+            # everything from one sort (np.percentile and np.histogram cost 5x as much: this
+            # runs every second on the publisher thread for /diagnostics, holding the GIL)
+            late.sort()
+            p50, p99 = _percentile(late, 0.5), _percentile(late, 0.99)
+            mean, worst = float(late.mean()), float(late[-1])
+            hist = np.diff(np.searchsorted(late, LATENESS_BINS))
         else:
             mean = p50 = p99 = worst = 0.0
             hist = np.zeros(len(LATENESS_BINS) - 1, dtype=int)
@@ -606,6 +610,15 @@ class Runner:
 
 
 LATENESS_BINS = np.array([-np.inf, 1e-4, 5e-4, 1e-3, 2e-3, np.inf])   # s
+
+
+def _percentile(ordered, q):
+    """The q-quantile (0..1) of the sorted array `ordered`, interpolated linearly between
+    neighbours as np.percentile's default method."""
+    at = q * (len(ordered) - 1)
+    lo = int(at)
+    hi = min(lo + 1, len(ordered) - 1)
+    return float(ordered[lo] + (ordered[hi] - ordered[lo]) * (at - lo))
 LATENESS_LABELS = ("<0.1ms", "0.1-0.5ms", "0.5-1ms", "1-2ms", ">=2ms")
 
 

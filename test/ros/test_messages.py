@@ -297,6 +297,16 @@ def test_string_and_diagnostics():
     assert [(kv.key, kv.value) for kv in msg.status[0].values] == [("rtf", "0.98"), ("step", "12")]
     with pytest.raises(ValueError):
         m.diagnostics(0.0, [("x", 7, "", {})])
+    # written field by field: every alignment after strings of each length mod 4, non-ASCII
+    # text, empty arrays and maps, several stamps
+    for k in range(9):
+        statuses = [("s" * k, k % 4, "m" * (k // 2), {"k" * j: "v" * (k + j) for j in range(k % 3)}),
+                    ("Zweiggelenk ü ✓", 1, "", None), ("", 3, "x" * k, {"": ""})][:1 + k % 3]
+        msg = roundtrip(m.diagnostics(k * 0.3 - 1.0, statuses), m.DIAGNOSTIC_ARRAY)
+        assert [(s.name, s.level, s.message, s.hardware_id, [(kv.key, kv.value) for kv in s.values])
+                for s in msg.status] == [(n, lv, ms, "", list((v or {}).items())) for n, lv, ms, v in statuses]
+        assert stamp_of(msg) == m.to_sec_nanosec(k * 0.3 - 1.0)
+    assert roundtrip(m.diagnostics(0.0, []), m.DIAGNOSTIC_ARRAY).status == []
 
 
 # ---------------------------------------------------------------------------------------------

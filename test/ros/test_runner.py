@@ -229,12 +229,19 @@ def test_lateness_statistics_cover_a_fixed_window_of_recent_steps(sim):
 
 def test_lateness_gives_each_steps_lateness_in_step_order_across_the_ring(sim):
     """Runner.lateness(): the window's samples oldest first, also once the ring has wrapped (the
-    stall's step sits where its place in the run says; out of the window it is gone)."""
+    stall's step sits where its place in the run says; out of the window it is gone); with
+    `last`, the newest `last` of them (what /diagnostics summarizes live), on either side of the
+    ring's seam."""
     def samples(window, at):
         sim.reset()
         r = Runner(sim, rtf=4.0, policy="conservative", jitter_window=window, on_step=stall_once(at, 0.2))
         s = r.run(0.2)
-        return r.lateness(), s
+        late = r.lateness()
+        for last in (0, 1, 7, 8, 50, 63, 64, 199, 200, 10_000):
+            assert np.array_equal(r.lateness(last), late[len(late) - min(last, len(late)):])
+        recent = r.stats(last=8)
+        assert recent["lateness_steps"] == 8 and recent["lateness_max_ms"] == pytest.approx(1e3 * late[-8:].max())
+        return late, s
     whole, s = samples(4096, 5)
     assert len(whole) == 200 and whole.max() == pytest.approx(s["lateness_max_ms"] / 1e3)
     assert int(whole.argmax()) == 5                 # the step after the 5th, which slept 0.2 s
@@ -427,3 +434,27 @@ def test_a_full_queue_drops_the_oldest_job():
     assert pub.flush(timeout=5)
     pub.close()
     assert out == [3, 4, 5] and pub.dropped == 3
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 100, 4096, 5000])
+def test_the_lateness_statistics_are_numpys_percentiles_and_histogram(sim, n):
+    """stats() takes p50, p99, max, mean and the histogram from one sort of the window: the
+    same figures as np.percentile (linear) and np.histogram over LATENESS_BINS, also over a
+    wrapped ring and over its last steps only."""
+    from mbsim_ros.ros.runner import LATENESS_BINS, LATENESS_LABELS
+    r = Runner(sim, rtf=1.0, jitter_window=4096)
+    samples = np.random.default_rng(n).exponential(3e-4, n)           # every bin gets some
+    samples[::7] = 1e-4                                                # on a bin edge
+    for x in samples:                                                  # as the loop records them
+        r._lateness[r._nlate % len(r._lateness)] = x
+        r._nlate += 1
+    for last in (None, 10, 1):
+        late = samples[-min(n, 4096, last or 4096):]
+        s = r.stats(last)
+        assert s["lateness_steps"] == len(late)
+        np.testing.assert_allclose([s["lateness_p50_ms"], s["lateness_p99_ms"]], 1e3 * np.percentile(late, [50, 99]),
+                                   rtol=1e-12)
+        assert s["lateness_max_ms"] == 1e3 * late.max()
+        assert s["lateness_mean_ms"] == pytest.approx(1e3 * late.mean(), rel=1e-12)
+        assert s["lateness_histogram"] == " ".join(
+            f"{label}:{k}" for label, k in zip(LATENESS_LABELS, np.histogram(late, LATENESS_BINS)[0]))
