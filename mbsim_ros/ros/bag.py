@@ -15,10 +15,10 @@ call, with their index entries: no Python per message. A chunk past 1 MiB goes t
 thread (_ChunkWriter, which looks for chunks every _POLL rather than being woken) that
 writes its record, the parts (or their zstd compression) and its message index records (a
 compiled kernel) into the file, and hands its chunk index to rosbags' writer for the summary;
-the counts and time ranges rosbags keeps per message are added per chunk. It writes with O_DIRECT,
-4 MiB at a time, from a page-aligned staging buffer where the file system allows it (about half the CPU time
-per MiB of buffered writes, which matters at tens of MB/s of camera images), buffered
-elsewhere. The file's bytes are those rosbags' Writer.write writes message by message
+the counts and time ranges rosbags keeps per message are added per chunk. It writes with
+O_DIRECT, 4 MiB at a time, from a page-aligned staging buffer where the file system allows it
+(about half the CPU time per MiB of buffered writes, which matters at tens of MB/s of camera
+images), buffered elsewhere. The file's bytes are those rosbags' Writer.write writes message by message
 (tested). Schema and channel records (rosbags writes them into its own chunk buffer when a
 topic is advertised) move into the pending chunk at the point they were written. This uses
 the MCAP storage writer's attributes (rosbags 0.9 - 0.11); where they are missing, each message

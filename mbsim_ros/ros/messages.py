@@ -432,9 +432,8 @@ def diagnostics(stamp: float, statuses) -> bytes:
     """diagnostic_msgs/DiagnosticArray from (name, level, message, {key: value}) tuples;
     level 0 OK, 1 WARN, 2 ERROR, 3 STALE; values are converted with str(). Written field by
     field (the bytes of TYPESTORE.serialize_cdr, tested): it goes out every second on the
-    publisher thread, and building rosbags' message objects and serializing them took 0.1-0.3
-    ms of Python there, which the physics thread waited on for the GIL (the steps around each
-    second were late by ~0.35 ms at rtf 1)."""
+    publisher thread, where building rosbags' message objects and serializing them took 0.1-0.3
+    ms of Python that competed with the physics thread for the GIL."""
     statuses = list(statuses)
     out = bytearray(b"\x00\x01\x00\x00")
     out += struct.pack("<iI", *to_sec_nanosec(stamp))

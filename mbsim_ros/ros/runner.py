@@ -592,7 +592,8 @@ class Runner:
         late = self.lateness(last)
         if len(late):
             # everything from one sort (np.percentile and np.histogram cost 5x as much: this
-            # runs every second on the publisher thread for /diagnostics, holding the GIL)
+            # runs every second on the publisher thread for /diagnostics, which competes with
+            # the physics thread for the GIL)
             late.sort()
             p50, p99 = _percentile(late, 0.5), _percentile(late, 0.99)
             mean, worst = float(late.mean()), float(late[-1])
@@ -610,6 +611,7 @@ class Runner:
 
 
 LATENESS_BINS = np.array([-np.inf, 1e-4, 5e-4, 1e-3, 2e-3, np.inf])   # s
+LATENESS_LABELS = ("<0.1ms", "0.1-0.5ms", "0.5-1ms", "1-2ms", ">=2ms")
 
 
 def _percentile(ordered, q):
@@ -619,7 +621,6 @@ def _percentile(ordered, q):
     lo = int(at)
     hi = min(lo + 1, len(ordered) - 1)
     return float(ordered[lo] + (ordered[hi] - ordered[lo]) * (at - lo))
-LATENESS_LABELS = ("<0.1ms", "0.1-0.5ms", "0.5-1ms", "1-2ms", ">=2ms")
 
 
 def _os_scheduling():
