@@ -363,6 +363,47 @@ def test_chunks_go_through_o_direct_where_the_file_system_has_it(tmp_path, monke
         assert chunks == list(range(len(chunks)))
 
 
+def test_staged_chunks_reach_the_file_after_the_flush_age_without_a_new_chunk(tmp_path, monkeypatch):
+    """A recording that stops producing chunks (paused, or slow) still gets its staged chunks
+    written with O_DIRECT once they are _FLUSH_AGE old: a crash then loses at most the pending
+    chunk and about _FLUSH_AGE of staged ones, not up to _WRITE_BATCH."""
+    why_not = _direct_io_supported(tmp_path)
+    if why_not is not None:
+        pytest.skip(why_not)
+    monkeypatch.setattr(bagmod, "_FLUSH_AGE", 1e9)     # staged, not written...
+    written, staged = threading.Event(), threading.Event()
+    write_chunk = bagmod._ChunkWriter._write
+
+    def pwrite(fd, data, offset):
+        written.set()
+        return os.pwrite(fd, data, offset)
+
+    def stage(self, *args):
+        write_chunk(self, *args)
+        staged.set()
+    monkeypatch.setattr(bagmod, "_pwrite", pwrite)
+    monkeypatch.setattr(bagmod._ChunkWriter, "_write", stage)
+    bag = BagTransport(tmp_path / "bag")
+    pub = bag.advertise("/cam", m.IMAGE, qos.SENSOR)
+    image = m.image(1.0, "cam", np.zeros((480, 640, 3), np.uint8))   # 0.9 MB: a chunk every two
+    for k in range(2):
+        bag.publish(pub, image, k)
+    assert staged.wait(30)
+    direct = bag._chunk_writer._direct
+    assert not written.is_set() and direct.fill > 1 << 20
+    monkeypatch.setattr(bagmod, "_FLUSH_AGE", 0.0)     # ...until they are that old, with no new chunk
+    assert written.wait(30)
+    for _ in range(3000):             # (the staging buffer keeps the last partial block)
+        if direct.fill < 4096:
+            break
+        time.sleep(0.01)
+    assert direct.fill < 4096
+    bag.close()
+    from rosbags.highlevel import AnyReader
+    with AnyReader([tmp_path / "bag"]) as reader:
+        assert [raw for _, _, raw in reader.messages()] == [image, image]
+
+
 @pytest.mark.parametrize("mode", ["as-is", "no-direct-open"])
 def test_a_failing_disk_is_one_clear_error_naming_the_bag(tmp_path, monkeypatch, mode):
     """A chunk write that fails (here: no space left) on the writer thread is raised to the
