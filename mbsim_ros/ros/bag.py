@@ -496,7 +496,7 @@ class _DirectFile:
         return True
 
     def due(self):
-        """Whether whole blocks have been pending for _FLUSH_AGE."""
+        """Whether whole blocks are pending and the last write is _FLUSH_AGE old."""
         return self.fill >= _BLOCK and time.monotonic() - self.flushed >= _FLUSH_AGE
 
     def flush(self):
