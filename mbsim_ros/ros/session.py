@@ -15,9 +15,9 @@ from .bridge import Bridge
 from .runner import AsyncPublisher, Runner, apply_os_scheduling
 
 SWITCH_INTERVAL = 2e-4     # s, Python's thread switch interval during paced runs
-# /diagnostics summarizes the lateness of this many latest steps: each summary is a partition of
-# them (np.percentile), which over 60000 steps cost the publisher thread 1.5 ms, over 300000
-# 7 ms, and the steps around each second late by 0.2-2 ms in a 20 s run at rtf 1
+# /diagnostics summarizes the lateness of this many latest steps (Runner.stats: one sort of them);
+# summarizing every step so far with np.percentile cost the publisher thread 1.5 ms after 60000
+# steps and 7 ms after 300000, competing with the physics thread for the GIL each second
 LIVE_LATENESS_STEPS = 4096
 
 
