@@ -630,3 +630,23 @@ def test_the_lane_follows_a_spawned_and_deleted_model(tmp_path):
     assert len(got["/SR1/robot2/WaistGyro"]) == 40                       # samples at steps 41-80
     names = [m.TYPESTORE.deserialize_cdr(data, m.JOINT_STATE).name for _, data in got["/SR1/joint_states"]]
     assert "robot2/RLEG_KNEE" in names[60] and "robot2/RLEG_KNEE" not in names[-1]
+
+
+def test_the_streaming_copy_copies_every_byte_at_every_alignment():
+    """bag._stream_copy (non-temporal stores for the 32-byte aligned middle, memcpy for the
+    ends) writes exactly the source's bytes at the offset and nothing around them: at every
+    destination alignment, for lengths shorter than the unaligned head, around one vector and
+    large, from a writable array and from bytes (a read-only buffer); an offset out of range is
+    an error, not a write past the buffer."""
+    rng = np.random.default_rng(5)
+    for length in (0, 1, 5, 31, 32, 33, 63, 64, 65, 1000, 70_001):
+        source = rng.integers(0, 256, length, dtype=np.uint8)
+        for src in (source, np.frombuffer(source.tobytes(), np.uint8)):
+            for at in range(0, 40, 3):
+                dst = np.full(length + 128, 0xA5, np.uint8)
+                expected = dst.copy()
+                expected[at:at + length] = source
+                bagmod._stream_copy(dst, at, src)
+                assert np.array_equal(dst, expected), (length, at)
+    with pytest.raises(IndexError):
+        bagmod._stream_copy(np.zeros(10, np.uint8), 5, np.zeros(6, np.uint8))
