@@ -42,6 +42,7 @@ from rosbags.rosbag2.enums import CompressionFormat, CompressionMode, StoragePlu
 
 from .._kernel_cache import kernel_cache
 from .messages import TYPESTORE
+from .templates import due_rates
 from .qos import to_bag_qos
 from .transport import Publisher, Subscription, Transport, log, message_size
 
@@ -58,6 +59,7 @@ _QUEUED = 64                                  # chunks waiting for the writer th
 # cost this VM ~6 us: 1.2 us per 1 ms step at 5 ms); 20 ms is under a chunk of the bundled world
 # in real time and ~6 of it as fast as it runs, well inside the _QUEUED chunks' slack.
 _POLL = 0.02
+_DONE, _OVER_LIMIT, _INDEX_FULL, _PREPARE = range(4)    # why _record_lane returned
 _NO_TIME = (2 ** 63 - 1, 0)                   # an empty chunk's (start, end), as rosbags writes it
 _SIZE, _FIRST, _LAST, _COUNT, _LANE_END, _SEGMENT = range(6)   # the pending chunk's state array:
 # its size, first and last log time, messages, the end of its lane records in the lane buffer and
@@ -209,13 +211,13 @@ class BagTransport(Transport):
         self._chunk_writer.put((self._parts, int(state[_SIZE]), index, (first, last), self._lane_buffer))
         self._new_chunk()
 
-    def lane(self, members, sources, sample_count, sample_stamp):
+    def lane(self, members, sources, sample_count, sample_stamp, rates=None, prepare=None):
         """A Lane recording `members` into this bag, or None where the bag writes through
         rosbags' Writer.write (old rosbags)."""
         if self._storage is None:
             return None
         with self._lock:
-            lane = Lane(self, members, sources, sample_count, sample_stamp)
+            lane = Lane(self, members, sources, sample_count, sample_stamp, rates, prepare)
             self._lanes.append(lane)
             self._lane_capacity = max(self._lane_capacity, _CHUNK_LIMIT + lane.largest)
         return lane
@@ -579,9 +581,15 @@ class Lane:
     arrays named in LANE_SOURCES (flattened). stamps: the buffer offsets of the message's
     builtin_interfaces/Time fields, each given the stamp (a TFMessage has one per transform).
     The records are the bytes BagTransport.publish would record for the template's bytes
-    (tested), in the same chunks."""
+    (tested), in the same chunks.
 
-    def __init__(self, bag, members, sources, sample_count, sample_stamp):
+    rates: (period, k), the arrays of templates.due_rates: record() computes the step's due
+    mask itself, in the same compiled call (one call a step instead of two: the call from Python
+    is most of the cost of either), and returns it. prepare: (bits, fn): fn() is called once
+    before a member whose due bit is in bits is recorded, to compute the values it gathers
+    (/tf's, at the steps it is due)."""
+
+    def __init__(self, bag, members, sources, sample_count, sample_stamp, rates=None, prepare=None):
         self.bag = bag
         self.handles = [m[0] for m in members]
         consts, table, gathers, stamps = [], [], [], []
@@ -609,29 +617,36 @@ class Lane:
             raise ValueError("a lane reads its sources in place: C-contiguous float64 arrays expected")
         self.sources = tuple(a.reshape(-1) for a in sources)
         self.sample_count, self.sample_stamp = sample_count, sample_stamp
+        period, k = rates if rates is not None else (np.zeros(0), np.zeros(0, np.int64))
+        self.hold, self.prepare = prepare if prepare is not None else (0, None)
         self._args = (self.consts, self.table, self.gathers, self.stamps, self.progress, *self.sources, sample_count,
-                      sample_stamp)
+                      sample_stamp, period, k)
 
-    def record(self, t, mask):
+    def record(self, t):
         """Record the messages due after the step that reached time t: those of the members with
-        slot -1 whose bit is set in mask (templates.due_rates), and those whose sensor sampled."""
+        slot -1 whose bit is set in the due mask (templates.due_rates of the rates), and those
+        whose sensor sampled. Returns the due mask."""
         bag = self.bag
         args = self._args
+        mask, hold, m = -1, self.hold, 0
         with bag._lock:
-            m = 0
-            while m < len(self.table):
+            while True:
                 buf = bag._lane_buffer
                 if buf is None or len(buf) < bag._lane_capacity:
                     bag._close_segment()
                     buf = bag._lane_buffer = np.empty(bag._lane_capacity, np.uint8)
                     bag._state[_LANE_END] = 0
-                m = _record_lane(buf, bag._state, bag._index, *args, t, mask, m, _CHUNK_LIMIT)
-                if m < 0:                          # the index is full: twice as long, then go on
-                    m = -1 - m
+                m, mask, stop = _record_lane(buf, bag._state, bag._index, *args, t, mask, hold, m, _CHUNK_LIMIT)
+                if stop == _DONE:
+                    return mask
+                if stop == _OVER_LIMIT:
+                    bag._write_chunk()
+                elif stop == _INDEX_FULL:         # twice as long, then go on
                     index = bag._index
                     bag._index = np.concatenate([index, np.empty_like(index)])
-                elif bag._state[_SIZE] > _CHUNK_LIMIT:
-                    bag._write_chunk()
+                else:                             # _PREPARE
+                    self.prepare()
+                    hold = 0
 
     def count(self):
         """Add the messages recorded since the last count to the handles' counts (bag lock held)."""
@@ -647,7 +662,7 @@ def warm_up():
     f, i = np.zeros(1), np.zeros(1, np.int64)
     _record_lane(np.zeros(64, np.uint8), np.array([0, *_NO_TIME, 0, 0, -1], np.int64), np.zeros((1, 3), np.int64),
                  np.zeros(1, np.uint8), np.zeros((0, 9), np.int64), np.zeros((0, 3), np.int64), i,
-                 np.zeros((0, 2), np.int64), f, f, f, f, f, i, f, 0.0, 0, 0, _CHUNK_LIMIT)
+                 np.zeros((0, 2), np.int64), f, f, f, f, f, i, f, np.ones(1), i, 0.0, -1, 0, 0, _CHUNK_LIMIT)
     _message_index_records(np.zeros((1, 3), np.int64), np.zeros(31, np.uint8), np.zeros((1, 3), np.int64))
     for source in (np.zeros(64, np.uint8), np.frombuffer(bytes(64), np.uint8)):   # pixels, and bytes (read-only)
         _stream_copy(np.zeros(64, np.uint8), 0, source)
@@ -760,17 +775,25 @@ with kernel_cache("ros"):
 
     @kernel()
     def _record_lane(buf, state, index, consts, table, gathers, stamps, progress, q, v, tau, kin, tf,
-                     sample_count, sample_stamp, t, mask, m, limit):
+                     sample_count, sample_stamp, period, k, t, mask, hold, m, limit):
         """Lane.record's compiled part, from member m on: each due member's template bytes with
         its stamps and values written in, as an MCAP Message record (_MESSAGE_RECORD) after the
-        chunk's lane records in buf, and its index entry. Returns the next member: all of them,
-        or the one after a record that took the chunk past `limit` bytes (the caller writes the
-        chunk, then calls again from there), or -1 - m when the index is full at member m."""
+        chunk's lane records in buf, and its index entry. mask < 0: the step's due mask is
+        computed first (templates.due_rates(period, k, t), which moves k on: once a step).
+        Returns (the next member, the mask, why it stopped): _DONE after the last member;
+        _OVER_LIMIT after a record that took the chunk past `limit` bytes (the caller writes the
+        chunk, then calls again from the member returned); _INDEX_FULL at a member whose entry
+        does not fit the index; _PREPARE at a due member whose bit is in `hold` (the caller
+        computes the values it gathers, then calls again with hold 0)."""
+        if mask < 0:
+            mask = due_rates(period, k, t)
         for m in range(m, len(table)):
             slot = table[m, 3]
             if slot < 0:
                 if (mask >> table[m, 4]) & 1 == 0:
                     continue
+                if (hold >> table[m, 4]) & 1:
+                    return m, mask, _PREPARE
                 stamp = t
             else:
                 if sample_count[slot] == progress[m, 0]:
@@ -778,7 +801,7 @@ with kernel_cache("ros"):
                 stamp = sample_stamp[slot]
             count = state[3]
             if count == len(index):
-                return -1 - m
+                return m, mask, _INDEX_FULL
             # seconds and nanoseconds as messages.to_sec_nanosec rounds them (half to even)
             sec = np.floor(stamp)
             nanosec = np.rint((stamp - sec) * 1e9)
@@ -831,5 +854,5 @@ with kernel_cache("ros"):
                 progress[m, 0] = sample_count[slot]
             progress[m, 1] += 1
             if state[0] > limit:
-                return m + 1
-        return len(table)
+                return m + 1, mask, _OVER_LIMIT
+        return len(table), mask, _DONE

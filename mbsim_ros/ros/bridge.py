@@ -525,8 +525,8 @@ class Bridge:
     def _build_lane(self):
         """Where the transport records a Lane (a bag): the clock, joint_states, /tf and every
         kinematic sensor without a delay, a real device or a serial emulation go into one, filled
-        and recorded by one compiled call a step (bag.Lane; /tf's values computed just before,
-        at the steps it is due); on_step collects the other devices' readings, and the lane's
+        and recorded by one compiled call a step, which also gives the step's due mask (bag.Lane;
+        /tf's values computed when it stops before /tf, at the steps it is due); on_step collects the other devices' readings, and the lane's
         while a live transport beside the bag has subscribers to them (refresh_subscribers)."""
         old, self.lane, self._collected, self._lane_tf = self.lane, None, None, None
         self._lane_keys, self._lane_devices = frozenset(), frozenset()
@@ -576,13 +576,20 @@ class Bridge:
                 at = tmpl.values_at if dev.kind == "force" else tmpl.accel_at if dev.kind == "accelerometer" else tmpl.gyro_at
                 members.append((pubs[dev.name], tmpl, slot[dev.name], 0, values(at, dev), [4 + tmpl.stamp_at]))
                 lane_devices.add(dev.name)
-        self.lane = make(members, (sim.q, sim.v, sim.tau, readings, tf_values), counts, stamps)
+        prepare = (_TF, self._lane_tf_values) if self.moving else None
+        self.lane = make(members, (sim.q, sim.v, sim.tau, readings, tf_values), counts, stamps,
+                         (self.rate_period, self.rate_k), prepare)
         if self.lane is not None:
             self._lane_keys = frozenset(key for key, h in pubs.items() if any(h is m[0] for m in members))
             self._lane_devices = frozenset(lane_devices)
             self._collected = [d for d in sim.devices.values() if d.name not in lane_devices]
             if self.moving:
                 self._lane_tf = (tf_values, 7 * np.arange(len(self.moving)))
+
+    def _lane_tf_values(self):
+        """The lane's /tf values at the current state (before it records /tf)."""
+        R, p = self.sim.link_poses()
+        tpl.tf_values(R, p, *self.tf_layout[1:], *self._lane_tf)
 
     def close(self):
         """Stop what start() started besides the transport (serial ports and their threads)."""
@@ -643,13 +650,11 @@ class Bridge:
         hil_ = self.hil
         if hil_ is not None:
             hil_.clock.tick(t)
-        due = tpl.due_rates(self.rate_period, self.rate_k, t)
         lane = self.lane
-        if lane is not None:       # the clock, joint_states, /tf and kinematic sensors recorded
-            if due & _TF and self._lane_tf is not None:
-                R, p = sim.link_poses()
-                tpl.tf_values(R, p, *self.tf_layout[1:], *self._lane_tf)
-            lane.record(t, due)
+        if lane is not None:       # the clock, joint_states, /tf and kinematic sensors recorded; the due mask
+            due = lane.record(t)
+        else:
+            due = tpl.due_rates(self.rate_period, self.rate_k, t)
         if self.live:
             if due & _SUBSCRIBERS:         # a look at every topic, spread over the next 0.1 s
                 self._looking = list(reversed(self.pubs.items()))

@@ -283,7 +283,7 @@ class FanoutTransport(Transport):
             if share:
                 t.publish_many(share)
 
-    def lane(self, members, sources, sample_count, sample_stamp):
+    def lane(self, members, sources, sample_count, sample_stamp, rates=None, prepare=None):
         """A lane of the first transport that records lanes, recording `members` (their handles
         this fan-out's); None where none does."""
         for t in self.transports:
@@ -291,7 +291,7 @@ class FanoutTransport(Transport):
             if make is None:
                 continue
             mine = [(dict(m[0].impl)[t], *m[1:]) for m in members]
-            lane = make(mine, sources, sample_count, sample_stamp)
+            lane = make(mine, sources, sample_count, sample_stamp, rates, prepare)
             if lane is not None:
                 self._laned = self._laned | {m[0] for m in mine}
                 self._left_out = self._laned | self._unread

@@ -253,7 +253,7 @@ def _write_sequence(path, seq, compression, fast=True, batch=1, lane=False):
                 values[0] = (a.x, a.y, a.z, w.x, w.y, w.z)
                 stamp[0] = t
                 count[0] += 1
-                imu_lane.record(1e9, 0)    # (a time wrong for the Imu)
+                imu_lane.record(1e9)    # (a time wrong for the Imu)
             elif batch == 1:
                 bag.publish(pubs[topic], data, m.to_nanoseconds(t))
             else:                          # images as parts: a header and the pixels' array
