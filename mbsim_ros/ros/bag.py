@@ -289,8 +289,8 @@ class _ChunkWriter:
     cache copy and its bookkeeping), O_DIRECT writes 31-71 us per MiB plus 60-70 us per MiB for
     the copy; on the benchmark world's chunks (~450 parts a MiB, the sources cold in the cache)
     this thread's CPU went from 1350-1810 to 650-870 us per MiB (45-61 to 22-29 us per 1 ms step
-    at 34 MB/s). Parts of 64 KiB and more are copied with numpy, which releases the GIL; the
-    per-part Python work is a slice assignment (~0.3 us). The staging buffer starts at the
+    at 34 MB/s). Parts of 64 KiB and more (the images' pixels) are copied by _stream_copy,
+    which releases the GIL; the smaller ones by a slice assignment (~0.3 us). The staging buffer starts at the
     block holding the end of what rosbags wrote (read back); close() writes the last partial
     block through rosbags' file object and seeks it to the end, where rosbags writes the
     summary. Where O_DIRECT is refused (EINVAL: tmpfs, some FUSE or overlay file systems) the
