@@ -42,8 +42,8 @@ from rosbags.rosbag2.enums import CompressionFormat, CompressionMode, StoragePlu
 
 from .._kernel_cache import kernel_cache
 from .messages import TYPESTORE
-from .templates import due_rates
 from .qos import to_bag_qos
+from .templates import due_rates
 from .transport import Publisher, Subscription, Transport, log, message_size
 
 __all__ = ["BagTransport"]

@@ -526,8 +526,9 @@ class Bridge:
         """Where the transport records a Lane (a bag): the clock, joint_states, /tf and every
         kinematic sensor without a delay, a real device or a serial emulation go into one, filled
         and recorded by one compiled call a step, which also gives the step's due mask (bag.Lane;
-        /tf's values computed when it stops before /tf, at the steps it is due); on_step collects the other devices' readings, and the lane's
-        while a live transport beside the bag has subscribers to them (refresh_subscribers)."""
+        /tf's values computed when it stops before /tf, at the steps it is due); on_step collects
+        the other devices' readings, and the lane's while a live transport beside the bag has
+        subscribers to them (refresh_subscribers)."""
         old, self.lane, self._collected, self._lane_tf = self.lane, None, None, None
         self._lane_keys, self._lane_devices = frozenset(), frozenset()
         make = getattr(self.transport, "lane", None)
@@ -651,7 +652,7 @@ class Bridge:
         if hil_ is not None:
             hil_.clock.tick(t)
         lane = self.lane
-        if lane is not None:       # the clock, joint_states, /tf and kinematic sensors recorded; the due mask
+        if lane is not None:       # records the clock, joint_states, /tf, kinematic sensors; gives the due mask
             due = lane.record(t)
         else:
             due = tpl.due_rates(self.rate_period, self.rate_k, t)
