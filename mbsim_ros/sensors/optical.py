@@ -21,6 +21,16 @@ import threading
 import numpy as np
 
 MAX_IN_FLIGHT = 3
+_PAGE = 4096
+
+
+def page_aligned_empty(shape, dtype):
+    """np.empty(shape, dtype) starting at a page boundary: a bag writing with O_DIRECT hands
+    such a frame's pixels to the disk as they are, without copying them (ros/bag.py)."""
+    nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    raw = np.empty(nbytes + _PAGE, np.uint8)
+    skip = -raw.ctypes.data % _PAGE
+    return raw[skip:skip + nbytes].view(dtype).reshape(shape)
 
 def sense_optical(scene, dev, stamp, dt=None):
     """A range sensor's or camera's Reading at `stamp` from `scene` at its current poses; dt:
@@ -36,9 +46,9 @@ def sense_optical(scene, dev, stamp, dt=None):
         return dev.finish_range(stamp, out, dt)
     color = depth = None
     if dev.color:
-        color = np.empty((dev.height, dev.width) if dev.mono else (dev.height, dev.width, 3), np.uint8)
+        color = page_aligned_empty((dev.height, dev.width) if dev.mono else (dev.height, dev.width, 3), np.uint8)
     if dev.depth:
-        depth = np.empty((dev.height, dev.width), np.float32)
+        depth = page_aligned_empty((dev.height, dev.width), np.float32)
     render(scene, T, dev.width, dev.height, dev.fov, dev.near, dev.far, color=color, depth=depth, mono=dev.mono)
     return dev.finish_camera(stamp, color, depth, dt)
 
