@@ -18,8 +18,11 @@ compiled kernel) into the file, and hands its chunk index to rosbags' writer for
 the counts and time ranges rosbags keeps per message are added per chunk. It writes with
 O_DIRECT, 4 MiB at a time, from a page-aligned staging buffer where the file system allows it
 (about half the CPU time per MiB of buffered writes, which matters at tens of MB/s of camera
-images), buffered elsewhere. The file's bytes are those rosbags' Writer.write writes message by message
-(tested). Schema and channel records (rosbags writes them into its own chunk buffer when a
+images), buffered elsewhere. The file's bytes are those rosbags' Writer.write writes message by
+message (tested), but for one thing: with O_DIRECT, images whose pixels are page-aligned arrays
+(as the cameras render them) go to the disk from that memory, in chunks of their own that a
+padding record (_PADDING) places so that the pixels start at a block offset (_ChunkWriter._write;
+the same messages, tested through rosbags' and mcap's readers). Schema and channel records (rosbags writes them into its own chunk buffer when a
 topic is advertised) move into the pending chunk at the point they were written. This uses
 the MCAP storage writer's attributes (rosbags 0.9 - 0.11); where they are missing, each message
 goes through Writer.write as before (same bag).
@@ -49,8 +52,8 @@ from .transport import Publisher, Subscription, Transport, log, message_size
 __all__ = ["BagTransport"]
 
 _MESSAGE_RECORD = struct.Struct("<BQHIQQ")   # MCAP Message: opcode 5, length, channel, sequence, log/publish time
-_CHUNK_HEAD = struct.Struct("<BQQQQI")       # MCAP Chunk: opcode 6, length, start/end time, uncompressed size, crc
-_INDEX_HEAD = struct.Struct("<BQHI")         # MCAP MessageIndex: opcode 7, length, channel, byte length
+_PADDING = 0xB0     # our record between chunks, of zeros (MCAP leaves opcodes 0x80-0xFF to applications;
+                    # readers skip records they do not know)
 _CHUNK_LIMIT = 1 << 20                        # rosbags closes a chunk past 1 MiB
 _QUEUED = 64                                  # chunks waiting for the writer thread at most
 # How often the chunk writer looks for chunks (s). It polls rather than being woken: waking a thread
@@ -208,7 +211,7 @@ class BagTransport(Transport):
             st.message_end_time = max(st.message_end_time, last)
             w.min_timestamp = min(w.min_timestamp, first)
             w.max_timestamp = max(w.max_timestamp, last)
-        self._chunk_writer.put((self._parts, int(state[_SIZE]), index, (first, last), self._lane_buffer))
+        self._chunk_writer.put((self._parts, index, self._lane_buffer))
         self._new_chunk()
 
     def lane(self, members, sources, sample_count, sample_stamp, rates=None, prepare=None):
@@ -282,15 +285,18 @@ class _ChunkWriter:
     and by close().
 
     The chunks go to the file with O_DIRECT where the file system allows it: each chunk's bytes
-    are copied once into a page-aligned staging buffer, whose whole 4 KiB blocks are written with
-    pwrite on a second, O_DIRECT descriptor of the file once _WRITE_BATCH bytes (4 MiB: four
-    chunks) are pending or _FLUSH_AGE after the last write (the remainder waits for the next).
+    are copied once into a page-aligned staging buffer (but block-aligned images' pixels, written
+    from their own memory: _DirectFile), whose whole 4 KiB blocks are written with pwritev on a
+    second, O_DIRECT descriptor of the file once _WRITE_BATCH bytes (4 MiB: four chunks) are
+    pending or _FLUSH_AGE after the last write (the remainder waits for the next).
     Measured on a 2-core VM: buffered writes of 1 MiB cost 320-580 us CPU per MiB (the page
     cache copy and its bookkeeping), O_DIRECT writes 31-71 us per MiB plus 60-70 us per MiB for
     the copy; on the benchmark world's chunks (~450 parts a MiB, the sources cold in the cache)
     this thread's CPU went from 1350-1810 to 650-870 us per MiB (45-61 to 22-29 us per 1 ms step
-    at 34 MB/s). Parts of 64 KiB and more (the images' pixels) are copied by _stream_copy,
-    which releases the GIL; the smaller ones by a slice assignment (~0.3 us). The staging buffer starts at the
+    at 34 MB/s). Writing the images' pixels from where they were rendered instead of copying
+    them took this thread from 8.1-9.1 to 6.1-7.3 us per step (5 s runs at rtf 0, alternating,
+    2-core EPYC VM). Other parts of 64 KiB and more are copied by _stream_copy, which releases
+    the GIL; the smaller ones by a slice assignment (~0.3 us). The staging buffer starts at the
     block holding the end of what rosbags wrote (read back); close() writes the last partial
     block through rosbags' file object and seeks it to the end, where rosbags writes the
     summary. Where O_DIRECT is refused (EINVAL: tmpfs, some FUSE or overlay file systems) the
@@ -304,6 +310,7 @@ class _ChunkWriter:
         self.free = free             # where a chunk's lane buffer goes once the chunk is written
         self.error = None
         self._direct = None          # _DirectFile after the first chunk, False for buffered writes
+        self._spaces = {}            # _space's arrays
         self._queue = collections.deque()    # appended and popped under the GIL: no lock, no wake-up
         self._thread = threading.Thread(target=self._work, name="mbsim-bag-writer", daemon=True)
         self._thread.start()
@@ -344,10 +351,10 @@ class _ChunkWriter:
             chunk = self._queue.popleft()
             if chunk is None:
                 break
-            parts, size, index, span, lane_buffer = chunk
+            parts, index, lane_buffer = chunk
             if self.error is None:
                 try:
-                    self._write(parts, size, index, span)
+                    self._write(parts, index)
                 except Exception as e:      # reported to the recording thread
                     self.error = e
             del parts, chunk                 # the views of the lane buffer
@@ -360,52 +367,63 @@ class _ChunkWriter:
                 if self.error is None:
                     self.error = e
 
-    def _write(self, parts, size, index, span):
-        """The Chunk record, a MessageIndex record per channel, and the ChunkIndex that rosbags
-        writes into the summary (McapWriter.close_chunk's bytes). index: (channel, log time,
+    def _space(self, name, shape, dtype):
+        """A workspace array of `shape` for _chunk_layout, kept from chunk to chunk: a new one
+        each chunk cost ~50 us of page faults a chunk in situ. (What _DirectFile.write is
+        given of `out` it copies: nothing refers to it after.)"""
+        rows = shape if isinstance(shape, int) else shape[0]
+        a = self._spaces.get(name)
+        if a is None or len(a) < rows:
+            a = self._spaces[name] = np.empty((2 * rows,) + (() if isinstance(shape, int) else shape[1:]), dtype)
+        return a[:rows]
+
+    def _write(self, parts, index):
+        """The chunk's records into the file as one Chunk record or, with O_DIRECT and no
+        compression, as several, each padded (a _PADDING record before it) so that the pixels of
+        its block-aligned image (a big part that is an array starting at a block boundary) start
+        at a block offset of the file: the disk then reads them from where they were rendered
+        (_DirectFile.write) instead of from a copy. Each Chunk record is followed by a
+        MessageIndex record per channel and has a ChunkIndex that rosbags writes into the
+        summary (McapWriter.close_chunk's bytes); see _chunk_layout. index: (channel, log time,
         offset) per message, in order."""
         st = self.storage
         if self._direct is None:
             self._direct = _DirectFile.open(st.bio)
         direct = self._direct
-        start, end = span
         compression = st.compression.encode()
-        if compression:
-            body = [st.compressor(b"".join(parts))]
-            stored = len(body[0])
-        else:
-            body, stored = parts, size
-        length = 8 + 8 + 8 + 4 + 4 + len(compression) + 8 + stored
-        chunk_start = direct.position if direct else st.bio.tell()
-        head = (_CHUNK_HEAD.pack(6, length, start, end, size, 0)
-                + struct.pack("<I", len(compression)) + compression + struct.pack("<Q", stored))
-        chunk_end = chunk_start + len(head) + stored
-        pieces = [head]
-        pieces += body
-        records = np.empty(31 * len(index), np.uint8)
-        channels = np.empty((len(index), 3), np.int64)
-        n = _message_index_records(index, records, channels)
-        index_size = int(channels[n - 1, 1] + _INDEX_HEAD.size + 16 * channels[n - 1, 2]) if n else 0
-        pieces.append(records[:index_size])
+        split = bool(direct) and not compression
+        m, n = len(parts), len(index)
+        lengths, aligned = self._space("lengths", m, np.int64), self._space("aligned", m, np.uint8)
+        aligned[:] = 0
+        for j, p in enumerate(parts):
+            k = lengths[j] = len(p)
+            if split and k >= _BIG_PART and _block_aligned(p):
+                aligned[j] = 1
+        body = [st.compressor(b"".join(parts))] if compression else None
+        out = self._space("out", (m + 1) * (_BLOCK + 256 + 2 * len(compression)) + 64 * n, np.uint8)
+        layout, counts = self._space("layout", (m + 1, 6), np.int64), self._space("counts", (n, 2), np.int64)
+        start = direct.position if direct else st.bio.tell()
+        n, found, end = _chunk_layout(lengths, aligned, index, start, split, np.frombuffer(compression, np.uint8),
+                                      len(body[0]) if body else -1, out, layout, counts,
+                                      self._space("work", (m + 1, 3), np.int64), self._space("channels", (n, 2), np.int64))
+        view = memoryview(out)
+        pieces = []
+        for a, b, head, records, chunk_index, done in layout[:n].tolist():
+            pieces.append(view[head:records])      # (a _PADDING record and) the Chunk record's head
+            pieces += body or parts[a:b]
+            pieces.append(view[records:chunk_index])
+            rec = io.BytesIO()
+            rec.write(view[chunk_index:done])
+            st.chunks.append(rec)
         writer = self.storage_writer
-        offsets = []
-        for cid, offset, count in channels[:n].tolist():
+        for cid, count in counts[:found].tolist():
             st.channel_stats[cid] += count      # the counts rosbags' writer keeps per message
             writer.counts[cid] += count
-            offsets.append((cid, chunk_end + offset))
-        at = chunk_end + index_size
         if direct:
-            if not direct.write(pieces, at - chunk_start):
+            if not direct.write(pieces, end - start):
                 self._direct = False       # O_DIRECT refused at the first write: written buffered
         else:
             st.bio.writelines(pieces)
-        rec = io.BytesIO()
-        rec.write(struct.pack("<QQQQI", start, end, chunk_start, chunk_end - chunk_start, 10 * len(offsets)))
-        for cid, offset in offsets:
-            rec.write(struct.pack("<HQ", cid, offset))
-        rec.write(struct.pack("<QI", at - chunk_end, len(compression)) + compression
-                  + struct.pack("<QQ", stored, size))
-        st.chunks.append(rec)
 
 
 _BLOCK = 4096        # O_DIRECT offsets, lengths and buffer addresses: a multiple of the logical block size
@@ -414,24 +432,34 @@ _BLOCK = 4096        # O_DIRECT offsets, lengths and buffer addresses: a multipl
 # 4 MiB), so one write per 1 MiB chunk cost 3.3 us per step of the bundled world
 _WRITE_BATCH = 4 << 20
 _FLUSH_AGE = 1.0     # s: complete chunks wait at most about this long in the staging buffer
-# Parts from this size on (the images' pixels) are copied by _stream_copy (the GIL released meanwhile):
-# in the bundled world, with non-temporal stores (the staging buffer is read next by the disk's DMA,
-# not by the CPU, so caching its lines only costs: reading each destination line before writing it
-# and evicting what the other threads use) 126-160 us a MiB of frames another thread just rendered,
-# against 175-200 for numpy's copy (memcpy), on a 2-core EPYC VM
+# Parts from this size on (the images' pixels) are written from their own memory where it and their
+# place in the file are block-aligned (_ChunkWriter pads chunks for that), else copied by _stream_copy
+# (the GIL released meanwhile): in the bundled world, with non-temporal stores (the staging buffer
+# is read next by the disk's DMA, not by the CPU, so caching its lines only costs: reading each
+# destination line before writing it and evicting what the other threads use) 126-160 us a MiB
+# of frames another thread just rendered, against 175-200 for numpy's copy (memcpy), on a
+# 2-core EPYC VM
 _BIG_PART = 1 << 16
-_pwrite = os.pwrite  # (tests make it fail)
+_SEGMENTS = 256      # pieces of memory one write takes at most (Linux: IOV_MAX 1024)
+_pwritev = getattr(os, "pwritev", None)  # (tests make it fail)
 
 
 def _open_direct(name):
     return os.open(name, os.O_WRONLY | os.O_DIRECT | os.O_CLOEXEC)
 
 
+def _block_aligned(part):
+    """Whether `part` is a 1-D uint8 NumPy array whose memory starts at a block boundary."""
+    return (part.__class__ is np.ndarray and part.ctypes.data % _BLOCK == 0 and part.dtype == np.uint8
+            and part.ndim == 1 and part.flags.c_contiguous)
+
+
 class _DirectFile:
     """The MCAP file from the end of what rosbags wrote at open, written with O_DIRECT in whole
-    blocks from a page-aligned staging buffer that holds the bytes not written yet (less than a
-    block between chunks). The buffer starts with the block that holds rosbags' last bytes (read
-    back), so every write is whole blocks at block offsets."""
+    blocks at block offsets. The bytes not written yet are `segments` (whole blocks, in file
+    order: closed regions of the staging buffer and big parts' own memory, written as they are)
+    and the open region of the page-aligned staging buffer, [region, fill), after them. The
+    buffer starts with the block that holds rosbags' last bytes (read back)."""
 
     @classmethod
     def open(cls, bio):
@@ -440,7 +468,7 @@ class _DirectFile:
         bio.flush()
         name = bio.name
         try:
-            if not isinstance(name, (str, bytes, os.PathLike)) or not hasattr(os, "O_DIRECT"):
+            if not isinstance(name, (str, bytes, os.PathLike)) or not hasattr(os, "O_DIRECT") or _pwritev is None:
                 raise OSError(errno.EINVAL, "no O_DIRECT for this file object")
             fd = _open_direct(name)
         except OSError as e:
@@ -457,8 +485,11 @@ class _DirectFile:
         self.bio = bio
         self.position = bio.tell()                    # the logical end of the file
         self.start = self.position                    # where bio stands until the first direct write
-        self.base = self.position // _BLOCK * _BLOCK  # the file offset of the buffer's first byte
-        self.fill = self.position - self.base         # bytes pending in the buffer
+        self.base = self.position // _BLOCK * _BLOCK  # the file offset of the first pending byte
+        self.segments = []                            # pending whole blocks before the open region
+        self.queued = 0                               # their bytes
+        self.region = 0                               # the open region: the staging buffer's [region, fill)
+        self.fill = self.position - self.base
         self.written = False                          # whether a direct write went through yet
         self.flushed = time.monotonic()               # when the pending bytes were last written
         self._map(2 * _WRITE_BATCH)
@@ -474,17 +505,24 @@ class _DirectFile:
 
     def _map(self, size, keep=0):
         """A new staging buffer of `size` bytes (a multiple of the page size) that starts with
-        the old one's first `keep` bytes (the old one is unmapped when its last view goes)."""
+        the old one's first `keep` bytes (the old one is unmapped when its last view goes: the
+        segments may still hold some)."""
         buf = mmap.mmap(-1, size)
         array = np.frombuffer(buf, np.uint8)
         if keep:
             array[:keep] = self.array[:keep]
         self.buf, self.view, self.array = buf, memoryview(buf), array
 
+    def pending(self):
+        """Bytes not written yet."""
+        return self.queued + self.fill - self.region
+
     def write(self, pieces, total):
-        """Copy the pieces (`total` bytes) after the pending bytes, and write the whole blocks
-        once _WRITE_BATCH bytes are pending or _FLUSH_AGE after the last write (flush). False if
-        O_DIRECT is refused at the first write (see flush)."""
+        """Add the pieces (`total` bytes) after the pending bytes, and write the whole blocks
+        once _WRITE_BATCH bytes are pending or _FLUSH_AGE after the last write (flush). A big
+        piece (_BIG_PART) that is a block-aligned array at a block offset of the file is queued
+        as it is (its whole blocks: the rest is copied); the others are copied into the staging
+        buffer. False if O_DIRECT is refused at the first write (see flush)."""
         need = self.fill + total
         if need > len(self.buf):
             self._map(max(2 * len(self.buf), -(-need // _BLOCK) * _BLOCK), self.fill)
@@ -492,53 +530,80 @@ class _DirectFile:
         for p in pieces:
             k = len(p)
             if k >= _BIG_PART:
+                whole = k - k % _BLOCK
+                if (n - self.region) % _BLOCK == 0 and _block_aligned(p):     # (region and file offset aligned)
+                    if n > self.region:
+                        self.segments.append(view[self.region:n])
+                    self.segments.append(p[:whole])
+                    self.queued += n - self.region + whole
+                    self.region = n
+                    view[n:n + k - whole] = p[whole:]
+                    n += k - whole
+                    continue
                 _stream_copy(array, n, np.frombuffer(p, np.uint8))
             else:
                 view[n:n + k] = p
             n += k
         self.fill = n
         self.position += total
-        if n >= _WRITE_BATCH or time.monotonic() - self.flushed >= _FLUSH_AGE:
+        if (self.pending() >= _WRITE_BATCH or len(self.segments) >= _SEGMENTS
+                or time.monotonic() - self.flushed >= _FLUSH_AGE):
             return self.flush()
         return True
 
     def due(self):
         """Whether whole blocks are pending and the last write is _FLUSH_AGE old."""
-        return self.fill >= _BLOCK and time.monotonic() - self.flushed >= _FLUSH_AGE
+        return self.pending() >= _BLOCK and time.monotonic() - self.flushed >= _FLUSH_AGE
 
     def flush(self):
         """Write the pending whole blocks. False if O_DIRECT is refused at the first write:
         then the bytes from where bio stands are written through bio and this writer is closed."""
-        view, n = self.view, self.fill
-        whole = n - n % _BLOCK
+        region, n = self.region, self.fill
+        whole = (n - region) // _BLOCK * _BLOCK
+        buffers = self.segments + ([self.view[region:region + whole]] if whole else [])
+        total = self.queued + whole
         done = 0
         self.flushed = time.monotonic()
         try:
-            while done < whole:
-                got = _pwrite(self.fd, view[done:whole], self.base + done)
+            while done < total:
+                got = _pwritev(self.fd, buffers, self.base + done)
                 if got <= 0 or got % _BLOCK:
-                    raise OSError(errno.EIO, f"O_DIRECT pwrite wrote {got} of {whole - done} bytes")
+                    raise OSError(errno.EIO, f"O_DIRECT pwritev wrote {got} of {total - done} bytes")
                 done += got
                 self.written = True
+                while buffers and got >= len(buffers[0]):     # (a short write: the rest again)
+                    got -= len(buffers.pop(0))
+                if got:
+                    buffers[0] = buffers[0][got:]
         except OSError as e:
             if self.written or e.errno != errno.EINVAL:
                 self._drop(done)
                 raise
             log.debug("bag: O_DIRECT write refused for %s (%s): the chunks are written buffered",
                       self.bio.name, e)
-            self.bio.write(view[self.start - self.base:n])
+            pending = b"".join([*self.segments, self.view[region:n]])
+            self.bio.write(pending[self.start - self.base:])
             self.close()
             return False
         self._drop(done)
         return True
 
     def _drop(self, done):
-        """Forget the first `done` bytes (written) and move the rest to the buffer's start."""
-        if done:
-            rest = self.fill - done
-            self.array[:rest] = self.array[done:self.fill]
-            self.base += done
-            self.fill = rest
+        """Forget the first `done` bytes pending (written): segments first, then the open
+        region, whose rest moves to the buffer's start once no segment refers to the buffer."""
+        self.base += done
+        while self.segments and done >= len(self.segments[0]):
+            k = len(self.segments.pop(0))
+            done -= k
+            self.queued -= k
+        if self.segments:
+            self.segments[0] = self.segments[0][done:]
+            self.queued -= done
+            return
+        start = self.region + done
+        rest = self.fill - start
+        self.array[:rest] = self.array[start:self.fill]
+        self.region, self.fill = 0, rest
 
     def finish(self):
         """Write the pending whole blocks (flush), then the last partial one through bio at its
@@ -549,8 +614,8 @@ class _DirectFile:
                 return           # O_DIRECT refused at this first write: all went through bio
             bio = self.bio
             bio.seek(self.base)
-            if self.fill:
-                bio.write(self.view[:self.fill])
+            if self.fill > self.region:
+                bio.write(self.view[self.region:self.fill])
             if bio.tell() != self.position:
                 raise OSError(errno.EIO, f"the bag ends at {bio.tell()}, expected {self.position}")
         finally:
@@ -560,6 +625,7 @@ class _DirectFile:
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
+        self.segments = []
         self.buf = self.view = self.array = None
 
 
@@ -663,7 +729,9 @@ def warm_up():
     _record_lane(np.zeros(64, np.uint8), np.array([0, *_NO_TIME, 0, 0, -1], np.int64), np.zeros((1, 3), np.int64),
                  np.zeros(1, np.uint8), np.zeros((0, 9), np.int64), np.zeros((0, 3), np.int64), i,
                  np.zeros((0, 2), np.int64), f, f, f, f, f, i, f, np.ones(1), i, 0.0, -1, 0, 0, _CHUNK_LIMIT)
-    _message_index_records(np.zeros((1, 3), np.int64), np.zeros(31, np.uint8), np.zeros((1, 3), np.int64))
+    _chunk_layout(np.ones(1, np.int64), np.ones(1, np.uint8), np.zeros((1, 3), np.int64), 0, True,
+                  np.frombuffer(b"", np.uint8), -1, np.zeros(8192, np.uint8), np.zeros((2, 6), np.int64), np.zeros((1, 2), np.int64),
+                  np.zeros((2, 3), np.int64), np.zeros((1, 2), np.int64))
     for source in (np.zeros(64, np.uint8), np.frombuffer(bytes(64), np.uint8)):   # pixels, and bytes (read-only)
         _stream_copy(np.zeros(64, np.uint8), 0, source)
 
@@ -738,40 +806,149 @@ with kernel_cache("ros"):
         return types.void(buf, types.intp, value, kind), codegen
 
     @kernel()
-    def _message_index_records(index, out, channels):
-        """A chunk's MessageIndex records (_INDEX_HEAD and the (log time, offset) pairs of its
-        messages) into out, one per channel in order of the channel's first message, as rosbags
-        writes them; index: (channel, log time, offset) per message, in order. channels[k]:
-        (channel, its record's offset in out, messages) of the k-th; returns how many."""
-        n = len(index)
-        pos = 0
+    def _chunk_layout(lengths, aligned, index, position, split, compression, stored, out, layout, counts, work,
+                      channels):
+        """The bytes around a pending chunk's parts (lengths[j]: the j-th part's) in the file from
+        `position` on, into out: per Chunk record, where `layout` (a row each) says,
+        - out[head:records]: with `split`, a _PADDING record where the piece has a block-aligned
+          image (aligned[j]: its pixels are part j), so that those pixels start at a block offset
+          of the file; then the Chunk record up to its records (parts[a:b], or the compressed
+          body of `stored` bytes when stored >= 0: one piece);
+        - out[records:chunk_index]: its MessageIndex records, one per channel in order of the
+          channel's first message, as rosbags writes them;
+        - out[chunk_index:done]: its ChunkIndex record's content, for the summary.
+        Without `split` one Chunk record holds all parts. With it, a piece ends before the
+        record of each block-aligned image after the piece's first (whose record starts at a
+        part of its own; else the image is copied). index: (channel, log time, offset) per
+        message, in order. counts[k]: (channel, messages) over the chunk. work ((parts + 1, 3))
+        and channels ((messages, 2)): workspaces. Returns the pieces, the channels in counts and
+        the file offset after the last piece."""
+        m, n = len(lengths), len(index)
+        starts, cuts, pixels = work[:, 0], work[:, 1], work[:, 2]   # part offsets; per piece: its first
+        starts[0] = 0                                                # part, its aligned pixels' offset
+        for j in range(m):
+            starts[j + 1] = starts[j] + lengths[j]
+        cuts[0] = 0
+        pixels[0] = -1
+        pieces = 1
+        row = 0
+        for j in range(m):
+            if not (split and aligned[j]):
+                continue
+            if pixels[pieces - 1] < 0:
+                pixels[pieces - 1] = starts[j] - starts[cuts[pieces - 1]]
+                continue
+            while row + 1 < n and index[row + 1, 2] <= starts[j]:
+                row += 1
+            record = index[row, 2]              # the record that holds part j
+            first = j
+            while first > cuts[pieces - 1] and starts[first] > record:
+                first -= 1
+            if first > cuts[pieces - 1] and starts[first] == record:
+                cuts[pieces] = first
+                pixels[pieces] = starts[j] - record
+                pieces += 1
+                pixels[pieces] = -1
+        cuts[pieces] = m
         found = 0
         for i in range(n):
-            cid = index[i, 0]
-            seen = False
-            for k in range(found):
-                if channels[k, 0] == cid:
-                    seen = True
-                    break
-            if seen:
-                continue
-            count = 0
-            for j in range(i, n):
-                if index[j, 0] == cid:
-                    count += 1
-            channels[found, 0], channels[found, 1], channels[found, 2] = cid, pos, count
-            found += 1
-            out[pos] = 7
-            _store(out, pos + 1, 2 + 4 + 16 * count, np.uint64)
-            _store(out, pos + 9, cid, np.uint16)
-            _store(out, pos + 11, 16 * count, np.uint32)
-            pos += 15
-            for j in range(i, n):
-                if index[j, 0] == cid:
-                    _store(out, pos, index[j, 1], np.uint64)
-                    _store(out, pos + 8, index[j, 2], np.uint64)
-                    pos += 16
-        return found
+            k = 0
+            while k < found and counts[k, 0] != index[i, 0]:
+                k += 1
+            if k == found:
+                counts[k, 0], counts[k, 1] = index[i, 0], 0
+                found += 1
+            counts[k, 1] += 1
+        head_size = 49 + len(compression)      # Chunk: opcode 6, length, start and end time, records' size,
+        o, pos, r0 = 0, position, 0            # CRC (0: none), compression, stored size
+        for p in range(pieces):
+            a, b = cuts[p], cuts[p + 1]
+            offset = starts[a]
+            size = starts[b] - offset
+            body = size if stored < 0 else stored
+            r1 = r0
+            while r1 < n and index[r1, 2] < starts[b]:
+                r1 += 1
+            t0, t1 = np.int64(2 ** 63 - 1), np.int64(0)       # an empty chunk's, as rosbags writes them
+            for i in range(r0, r1):
+                t0 = min(t0, index[i, 1])
+                t1 = max(t1, index[i, 1])
+            layout[p, 0], layout[p, 1], layout[p, 2] = a, b, o
+            pad = 0
+            if split and pixels[p] >= 0:
+                pad = -(pos + head_size + pixels[p]) % _BLOCK
+                if 0 < pad < 9:                      # (a record is at least its opcode and length)
+                    pad += _BLOCK
+            if pad:
+                out[o] = _PADDING
+                _store(out, o + 1, pad - 9, np.uint64)
+                out[o + 9:o + pad] = 0
+                o += pad
+            chunk_start = pos + pad
+            out[o] = 6
+            _store(out, o + 1, head_size - 9 + body, np.uint64)
+            _store(out, o + 9, t0, np.uint64)
+            _store(out, o + 17, t1, np.uint64)
+            _store(out, o + 25, size, np.uint64)
+            _store(out, o + 33, 0, np.uint32)       # no CRC
+            _store(out, o + 37, len(compression), np.uint32)
+            for i in range(len(compression)):
+                out[o + 41 + i] = compression[i]
+            _store(out, o + 41 + len(compression), body, np.uint64)
+            o += head_size
+            layout[p, 3] = o
+            chunk_end = chunk_start + head_size + body
+            records = o
+            used = 0
+            for i in range(r0, r1):
+                cid = index[i, 0]
+                seen = False
+                for k in range(used):
+                    if channels[k, 0] == cid:
+                        seen = True
+                        break
+                if seen:
+                    continue
+                count = 0
+                for j in range(i, r1):
+                    if index[j, 0] == cid:
+                        count += 1
+                channels[used, 0], channels[used, 1] = cid, o - records    # (its MessageIndex record's offset)
+                used += 1
+                out[o] = 7                       # MessageIndex: opcode, length, channel, (time, offset)s
+                _store(out, o + 1, 2 + 4 + 16 * count, np.uint64)
+                _store(out, o + 9, cid, np.uint16)
+                _store(out, o + 11, 16 * count, np.uint32)
+                o += 15
+                for j in range(i, r1):
+                    if index[j, 0] == cid:
+                        _store(out, o, index[j, 1], np.uint64)
+                        _store(out, o + 8, index[j, 2] - offset, np.uint64)
+                        o += 16
+            index_size = o - records
+            layout[p, 4] = o
+            _store(out, o, t0, np.uint64)
+            _store(out, o + 8, t1, np.uint64)
+            _store(out, o + 16, chunk_start, np.uint64)
+            _store(out, o + 24, chunk_end - chunk_start, np.uint64)
+            _store(out, o + 32, 10 * used, np.uint32)
+            o += 36
+            for k in range(used):
+                _store(out, o, channels[k, 0], np.uint16)
+                _store(out, o + 2, chunk_end + channels[k, 1], np.uint64)
+                o += 10
+            _store(out, o, index_size, np.uint64)
+            _store(out, o + 8, len(compression), np.uint32)
+            for i in range(len(compression)):
+                out[o + 12 + i] = compression[i]
+            o += 12 + len(compression)
+            _store(out, o, body, np.uint64)
+            _store(out, o + 8, size, np.uint64)
+            o += 16
+            layout[p, 5] = o
+            pos = chunk_end + index_size
+            r0 = r1
+        return pieces, found, pos
 
     @kernel()
     def _record_lane(buf, state, index, consts, table, gathers, stamps, progress, q, v, tau, kin, tf,

@@ -271,7 +271,7 @@ def _refuse_direct_open(name):
     raise OSError(errno.EINVAL, "Invalid argument")
 
 
-def _refuse_direct_write(fd, data, offset):
+def _refuse_direct_write(fd, buffers, offset):
     raise OSError(errno.EINVAL, "Invalid argument")
 
 
@@ -296,7 +296,7 @@ def test_chunked_writes_give_the_same_bag_as_rosbags_writer(tmp_path, monkeypatc
             if fast and mode == "no-direct-open":
                 mp.setattr(bagmod, "_open_direct", _refuse_direct_open)
             if fast and mode == "no-direct-write":
-                mp.setattr(bagmod, "_pwrite", _refuse_direct_write)
+                mp.setattr(bagmod, "_pwritev", _refuse_direct_write)
             out[fast] = _write_sequence(path, seq, compression, fast, 7 if fast and mode == "batches" else 1,
                                         lane=fast and mode == "lane")
     assert out[True][0] == out[False][0]
@@ -338,15 +338,16 @@ def test_chunks_go_through_o_direct_where_the_file_system_has_it(tmp_path, monke
     writes, chunks = [], []
     write_chunk = bagmod._ChunkWriter._write
 
-    def pwrite(fd, data, offset):
+    def pwritev(fd, buffers, offset):
         assert os.O_DIRECT & fcntl.fcntl(fd, fcntl.F_GETFL)      # the O_DIRECT descriptor
-        writes.append((offset, len(data)))
-        return os.pwrite(fd, data, offset)
+        assert all(len(b) % 4096 == 0 for b in buffers)
+        writes.append((offset, sum(len(b) for b in buffers)))
+        return os.pwritev(fd, buffers, offset)
 
     def count_chunks(self, *args):
         chunks.append(len(writes))
         return write_chunk(self, *args)
-    monkeypatch.setattr(bagmod, "_pwrite", pwrite)
+    monkeypatch.setattr(bagmod, "_pwritev", pwritev)
     monkeypatch.setattr(bagmod._ChunkWriter, "_write", count_chunks)
     seq = _sequence()[:1200]
     direct = _write_sequence(tmp_path / "direct" / "bag", seq, None)
@@ -374,14 +375,14 @@ def test_staged_chunks_reach_the_file_after_the_flush_age_without_a_new_chunk(tm
     written, staged = threading.Event(), threading.Event()
     write_chunk = bagmod._ChunkWriter._write
 
-    def pwrite(fd, data, offset):
+    def pwritev(fd, buffers, offset):
         written.set()
-        return os.pwrite(fd, data, offset)
+        return os.pwritev(fd, buffers, offset)
 
     def stage(self, *args):
         write_chunk(self, *args)
         staged.set()
-    monkeypatch.setattr(bagmod, "_pwrite", pwrite)
+    monkeypatch.setattr(bagmod, "_pwritev", pwritev)
     monkeypatch.setattr(bagmod._ChunkWriter, "_write", stage)
     bag = BagTransport(tmp_path / "bag")
     pub = bag.advertise("/cam", m.IMAGE, qos.SENSOR)
@@ -415,7 +416,7 @@ def test_a_failing_disk_is_one_clear_error_naming_the_bag(tmp_path, monkeypatch,
         raise OSError(errno.ENOSPC, "No space left on device")
     if mode == "no-direct-open":
         monkeypatch.setattr(bagmod, "_open_direct", _refuse_direct_open)
-    monkeypatch.setattr(bagmod, "_pwrite", full)
+    monkeypatch.setattr(bagmod, "_pwritev", full)
     bag = BagTransport(path)
     pub = bag.advertise("/cam", m.IMAGE, qos.SENSOR)
     bag._storage.bio.write = full
@@ -650,3 +651,112 @@ def test_the_streaming_copy_copies_every_byte_at_every_alignment():
                 assert np.array_equal(dst, expected), (length, at)
     with pytest.raises(IndexError):
         bagmod._stream_copy(np.zeros(10, np.uint8), 5, np.zeros(6, np.uint8))
+
+
+def _top_level_records(data):
+    """[(opcode, offset, content)] of an MCAP file's records after the leading magic, up to the
+    footer."""
+    out, at = [], 8
+    while True:
+        op, length = data[at], int.from_bytes(data[at + 1:at + 9], "little")
+        out.append((op, at, data[at + 9:at + 9 + length]))
+        at += 9 + length
+        if op == 2:
+            return out
+
+
+@pytest.mark.parametrize("short_writes", [False, True])
+def test_block_aligned_images_go_to_the_disk_from_where_they_were_rendered(tmp_path, monkeypatch, short_writes):
+    """With O_DIRECT, an image whose pixels are a page-aligned array (as the cameras render them,
+    sensors/optical.page_aligned_empty) of _BIG_PART bytes or more is written from that memory,
+    not copied: its chunk is
+    cut before it and padded (a record of opcode _PADDING) so that the pixels start at a block
+    offset of the file. The bag then holds the same messages as rosbags' Writer writes, read
+    through the index (rosbags, mcap's seeking reader) and by scanning the records (mcap's
+    non-seeking reader, rosbags' scan); every chunk has its ChunkIndex and every pixel array
+    was handed to pwritev as itself. Also when the disk takes fewer bytes a call than given
+    (short_writes): the rest goes in the next call."""
+    from mcap.reader import NonSeekingReader, SeekingReader
+    from rosbags.highlevel import AnyReader
+    from mbsim_ros.sensors.optical import page_aligned_empty
+    why_not = _direct_io_supported(tmp_path)
+    if why_not is not None:
+        pytest.skip(why_not)
+    rng = np.random.default_rng(11)
+    seq, pixels = [], []
+    for k in range(120):
+        t = 2.0 + k * 1e-3
+        seq.append(("/imu", m.IMU, m.imu(t, "imu_link", rng.normal(size=3), rng.normal(size=3)), t))
+        if k % 10 == 0:        # two cameras' color and depth, as the bridge hands them over: header and pixels
+            for topic, shape, dtype in (("/a/color", (240, 320, 3), np.uint8), ("/a/depth", (240, 320), np.float32),
+                                        ("/b/color", (120, 160, 3), np.uint8), ("/b/depth", (120, 160), np.float32)):
+                image = page_aligned_empty(shape, dtype)
+                image[...] = rng.integers(0, 255, shape)
+                assert image.ctypes.data % 4096 == 0
+                tmpl = templates.ImageTemplate("cam", *shape[:2], *m.image_encoding(image))
+                parts = tmpl.parts(m.to_nanoseconds(t), image)
+                pixels.append(parts[1])
+                seq.append((topic, m.IMAGE, parts, t))
+    addresses = set()
+
+    def pwritev(fd, buffers, offset):
+        for b in buffers:
+            addresses.add(np.frombuffer(b, np.uint8).ctypes.data)
+        if short_writes:                       # at most two blocks a call (from page-aligned memory)
+            head = b"".join(buffers)[:8192]
+            buffers = [mmap.mmap(-1, len(head))]
+            buffers[0][:] = head
+        return os.pwritev(fd, buffers, offset)
+    monkeypatch.setattr(bagmod, "_pwritev", pwritev)
+    paths = {}
+    for fast in (True, False):
+        paths[fast] = tmp_path / str(fast) / "bag"
+        with BagTransport(paths[fast]) as bag:
+            if not fast:
+                bag._storage = None            # every message through rosbags' Writer.write
+            pubs = {}
+            for topic, typename, data, t in seq:
+                if topic not in pubs:
+                    pubs[topic] = bag.advertise(topic, typename, qos.SENSOR)
+                bag.publish_many([(pubs[topic], data, m.to_nanoseconds(t))])
+    big = [p for p in pixels if p.nbytes >= bagmod._BIG_PART]    # (/b/color's 57600 bytes are copied)
+    assert 0 < len(big) < len(pixels)
+    if not short_writes:
+        assert all(p.ctypes.data in addresses for p in big)    # written from where they are
+    data = next(paths[True].glob("*.mcap")).read_bytes()
+    records = _top_level_records(data)
+    padding = [k for k, (op, _, _) in enumerate(records) if op == bagmod._PADDING]
+    chunks = [(at, content) for op, at, content in records if op == 6]
+    assert padding and all(records[k + 1][0] == 6 for k in padding)
+    sizes = {p.nbytes for p in big}
+    images = 0
+    for at, content in chunks:         # every image's pixels (the end of its message) at a block offset
+        assert content[28:32] == bytes(4)          # no compression
+        inner = at + 9 + 40
+        while inner < at + 9 + len(content):
+            op, length = data[inner], int.from_bytes(data[inner + 1:inner + 9], "little")
+            if op == 5 and length > bagmod._BIG_PART:
+                end = inner + 9 + length
+                size = next(s for s in sizes if int.from_bytes(data[end - s - 4:end - s], "little") == s)
+                assert (end - size) % 4096 == 0
+                images += 1
+            inner += 9 + length
+    assert images == len(big)
+    with open(next(paths[True].glob("*.mcap")), "rb") as f:
+        summary = SeekingReader(f).get_summary()
+    assert summary.statistics.chunk_count == len(chunks) == len(summary.chunk_indexes)
+    assert sorted(ci.chunk_start_offset for ci in summary.chunk_indexes) == [at for at, _ in chunks]
+
+    def messages(path):
+        with AnyReader([path]) as reader:
+            indexed = [(c.topic, t, bytes(raw)) for c, t, raw in reader.messages()]
+        mcap_file = next(path.glob("*.mcap"))
+        with open(mcap_file, "rb") as f:
+            seeking = [(ch.topic, msg.log_time, msg.data) for _, ch, msg in SeekingReader(f).iter_messages()]
+        with open(mcap_file, "rb") as f:
+            scanned = [(ch.topic, msg.log_time, msg.data) for _, ch, msg in NonSeekingReader(f).iter_messages()]
+        return indexed, seeking, scanned
+    want = messages(paths[False])[0]
+    assert len(want) == len(seq)
+    for got in messages(paths[True]):
+        assert sorted(got) == sorted(want)
