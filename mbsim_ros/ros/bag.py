@@ -22,8 +22,9 @@ images), buffered elsewhere. The file's bytes are those rosbags' Writer.write wr
 message (tested), but for one thing: with O_DIRECT, images whose pixels are page-aligned arrays
 (as the cameras render them) go to the disk from that memory, in chunks of their own that a
 padding record (_PADDING) places so that the pixels start at a block offset (_ChunkWriter._write;
-the same messages, tested through rosbags' and mcap's readers). Schema and channel records (rosbags writes them into its own chunk buffer when a
-topic is advertised) move into the pending chunk at the point they were written. This uses
+the same messages, tested through rosbags' and mcap's readers). Schema and channel records
+(rosbags writes them into its own chunk buffer when a topic is advertised) move into the
+pending chunk at the point they were written. This uses
 the MCAP storage writer's attributes (rosbags 0.9 - 0.11); where they are missing, each message
 goes through Writer.write as before (same bag).
 """
@@ -405,7 +406,8 @@ class _ChunkWriter:
         start = direct.position if direct else st.bio.tell()
         n, found, end = _chunk_layout(lengths, aligned, index, start, split, np.frombuffer(compression, np.uint8),
                                       len(body[0]) if body else -1, out, layout, counts,
-                                      self._space("work", (m + 1, 3), np.int64), self._space("channels", (n, 2), np.int64))
+                                      self._space("work", (m + 1, 3), np.int64),
+                                      self._space("channels", (n, 2), np.int64))
         view = memoryview(out)
         pieces = []
         for a, b, head, records, chunk_index, done in layout[:n].tolist():

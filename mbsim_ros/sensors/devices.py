@@ -20,6 +20,7 @@ import numpy as np
 
 from ..model import ConfigError, ModelError
 from .noise import Noise, NoiseProcess, device_rng
+from .optical import FramePool
 
 KINEMATIC = ("accelerometer", "gyro", "force")
 VISION_MODES = ("COLOR", "DEPTH", "COLOR_DEPTH", "MONO", "MONO_DEPTH", "NONE")
@@ -152,6 +153,9 @@ class Device:
         self.color = self.mode in ("COLOR", "COLOR_DEPTH", "MONO", "MONO_DEPTH")
         self.mono = self.mode.startswith("MONO")
         self.depth = self.mode.endswith("DEPTH")
+        shape = (self.height, self.width)
+        self.color_frames = FramePool(shape if self.mono else shape + (3,), np.uint8)     # (page-aligned: ros/bag.py)
+        self.depth_frames = FramePool(shape, np.float32)
         self.points = bool(config.get("points", False))
         noise = config.get("noise") or {}
         if not isinstance(noise, dict) or set(noise) - {"color", "depth"}:
@@ -288,7 +292,9 @@ class Device:
         dt = self.taken(stamp) if dt is None else dt
         color_noise, depth_noise = self.noise
         if color is not None and color_noise.active:
-            color = np.clip(np.rint(color_noise.apply(color.astype(np.float64) / 255.0, dt) * 255.0), 0, 255).astype(np.uint8)
+            noisy = np.clip(np.rint(color_noise.apply(color.astype(np.float64) / 255.0, dt) * 255.0), 0, 255)
+            color = self.color_frames.take()     # page-aligned as a noiseless frame: a bag writes it uncopied
+            np.copyto(color, noisy, casting="unsafe")
         if depth is not None and depth_noise.active:
             finite = np.isfinite(depth)
             depth[finite] = depth_noise.apply(depth[finite].astype(np.float64), dt).astype(np.float32)

@@ -239,6 +239,7 @@ def test_camera_noise_has_the_configured_stddev_in_color_and_depth():
         frames[noise is None] = sim.readings()["cam"].values
     clean, noisy = frames[True], frames[False]
     assert noisy.color.dtype == np.uint8 and (noisy.color != clean.color).mean() > 0.5
+    assert noisy.color.ctypes.data % 4096 == 0 and noisy.depth.ctypes.data % 4096 == 0   # as noiseless frames
     # 0.05 of 255 ~ 12.75 counts; the black channels clip at 0, so only red is compared
     assert np.std(noisy.color[..., 0].astype(float) - clean.color[..., 0]) == pytest.approx(12.75, rel=0.15)
     assert np.std(noisy.depth - clean.depth) == pytest.approx(0.01, rel=0.15)
@@ -267,3 +268,25 @@ def test_a_camera_samples_at_its_frame_rate():
 def test_bad_sensor_configuration_names_the_sensor_and_the_field(config, message):
     with pytest.raises(mb.SensorConfigError, match=message):
         mb.Simulation(pendulum([Sensor("acc", "accelerometer", "l")]), sensors=config)
+
+
+def test_a_frame_pool_reuses_a_frame_only_once_nothing_refers_to_it():
+    """FramePool (sensors/optical.py): page-aligned frames of its shape; a frame comes back only
+    when no view, memoryview or array made from it is alive (a bag may hold an image's pixels
+    until it has written them), else a new one; past its limit it allocates without keeping."""
+    from mbsim_ros.sensors.optical import FramePool
+    for make in (lambda f: memoryview(f.reshape(-1).view(np.uint8)), lambda f: f[2:],
+                 lambda f: np.frombuffer(f, np.uint8)):
+        pool = FramePool((6, 8, 3), np.uint8, limit=3)
+        a = pool.take()
+        assert a.shape == (6, 8, 3) and a.dtype == np.uint8 and a.ctypes.data % 4096 == 0 and a.flags.c_contiguous
+        address = a.ctypes.data
+        ref = make(a)
+        del a
+        assert pool.take().ctypes.data != address      # held through `ref` alone: another frame
+        del ref
+        assert pool.take().ctypes.data == address      # free again: reused
+    frames = [pool.take() for _ in range(5)]           # 3 kept, 2 more allocated, all distinct
+    assert len({f.ctypes.data for f in frames}) == 5 and len(pool._owners) == 3
+    depth = FramePool((6, 8), np.float32).take()
+    assert depth.dtype == np.float32 and depth.shape == (6, 8) and depth.ctypes.data % 4096 == 0
