@@ -25,9 +25,10 @@ Prints, each from its own run:
   runner paces (sleep until 0.2 ms before each 1 ms deadline, then spin), at one priority level
   above the physics thread, running beside the rtf 1 run. No code paced on this machine can be
   less late than that loop (on this 2-core VM it was woken up to 5-8 ms late on some days);
-- the machine's floor for recording the bag's bytes: one copy and an O_DIRECT write per byte,
-  timed on as many bytes per step as the instrumented run recorded (camera images make most of
-  them): the part of "bag" that no code can avoid;
+- the machine's floor for recording the bag's bytes: an O_DIRECT write of each byte from the
+  page-aligned memory its producer just wrote it into (as the bag writes the cameras' images,
+  which make most of them; the bag copies the rest once), timed on as many bytes per step as
+  the instrumented run recorded: the part of "bag" that no code can avoid;
 - with --plot PNG, a picture of it: each step's lateness over the rtf 1 run beside the bare
   loop's, the fraction of steps later than x with the goals drawn in, and the cost split;
 - with --live rclpy|dds, every run records beside that live transport with nobody subscribed
@@ -167,14 +168,15 @@ def plot(path, node_late, floor_late, per, floor_us, title):
 
 
 def recording_floor(directory, mib=64):
-    """CPU us per MiB that recording bytes costs at least on this machine: one copy of bytes the
-    producer just touched into a page-aligned buffer and an O_DIRECT write of it (the bag's
-    writer does both; no Python per message), over `mib` MiB of sources (more than the caches
-    hold). None where the file system refuses O_DIRECT."""
+    """CPU us per MiB that recording bytes costs at least on this machine: an O_DIRECT write of
+    bytes the producer just touched, from their own page-aligned memory (as the bag's writer
+    writes camera images; no copy, no Python per message), over `mib` MiB of sources (more than
+    the caches hold). None where the file system refuses O_DIRECT."""
     import mmap
     MiB = 1 << 20
-    sources = [np.full(MiB, k, np.uint8) for k in range(mib)]
-    staging = np.frombuffer(mmap.mmap(-1, MiB), np.uint8)
+    sources = [np.frombuffer(mmap.mmap(-1, MiB), np.uint8) for _ in range(mib)]
+    for k, source in enumerate(sources):
+        source[:] = k
     path = os.path.join(directory, "recording-floor")
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_DIRECT, 0o644)
@@ -186,8 +188,7 @@ def recording_floor(directory, mib=64):
             source = sources[k % mib]
             source[::4096] += 1                    # touched by its producer, as a new frame is
             t0 = time.thread_time()
-            staging[:] = source
-            os.pwrite(fd, staging, (k % mib) * MiB)
+            os.pwrite(fd, source, (k % mib) * MiB)
             cpu += time.thread_time() - t0
     except OSError:
         return None
@@ -336,7 +337,7 @@ def main():
     if floor_per_mib is not None:
         floor_us = floor_per_mib * per_step_mib
         print(f"the machine's floor for recording {1024 * per_step_mib:.1f} KiB a step (the bag's size over the "
-              f"steps): one copy and an O_DIRECT write, {floor_per_mib:.0f} us CPU per MiB, = {floor_us:.1f} us "
+              f"steps): an O_DIRECT write from the producer's memory, {floor_per_mib:.0f} us CPU per MiB, = {floor_us:.1f} us "
               f"a step, {100 * floor_us / per['physics']:.0f} % of physics")
     goals = [("p99 < 0.5 ms", real["lateness_p99_ms"] < 0.5), ("max < 2 ms", real["lateness_max_ms"] < 2.0),
              ("overruns < 0.1 %", real["overruns"] < 0.001 * steps), ("rtf 0 >= 6x", fast["rtf"] >= 6.0),
