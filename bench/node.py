@@ -337,8 +337,8 @@ def main():
     if floor_per_mib is not None:
         floor_us = floor_per_mib * per_step_mib
         print(f"the machine's floor for recording {1024 * per_step_mib:.1f} KiB a step (the bag's size over the "
-              f"steps): an O_DIRECT write from the producer's memory, {floor_per_mib:.0f} us CPU per MiB, = {floor_us:.1f} us "
-              f"a step, {100 * floor_us / per['physics']:.0f} % of physics")
+              f"steps): an O_DIRECT write from the producer's memory, {floor_per_mib:.0f} us CPU per MiB, "
+              f"= {floor_us:.1f} us a step, {100 * floor_us / per['physics']:.0f} % of physics")
     goals = [("p99 < 0.5 ms", real["lateness_p99_ms"] < 0.5), ("max < 2 ms", real["lateness_max_ms"] < 2.0),
              ("overruns < 0.1 %", real["overruns"] < 0.001 * steps), ("rtf 0 >= 6x", fast["rtf"] >= 6.0),
              ("messages + bag < 20 % of physics", per.get("messages", 0) + per.get("bag", 0) < 0.2 * per["physics"])]

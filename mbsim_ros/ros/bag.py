@@ -404,13 +404,12 @@ class _ChunkWriter:
         out = self._space("out", (m + 1) * (_BLOCK + 256 + 2 * len(compression)) + 64 * n, np.uint8)
         layout, counts = self._space("layout", (m + 1, 6), np.int64), self._space("counts", (n, 2), np.int64)
         start = direct.position if direct else st.bio.tell()
-        n, found, end = _chunk_layout(lengths, aligned, index, start, split, np.frombuffer(compression, np.uint8),
-                                      len(body[0]) if body else -1, out, layout, counts,
-                                      self._space("work", (m + 1, 3), np.int64),
-                                      self._space("channels", (n, 2), np.int64))
+        records_n, found, end = _chunk_layout(
+            lengths, aligned, index, start, split, np.frombuffer(compression, np.uint8), len(body[0]) if body else -1,
+            out, layout, counts, self._space("work", (m + 1, 3), np.int64), self._space("channels", (n, 2), np.int64))
         view = memoryview(out)
         pieces = []
-        for a, b, head, records, chunk_index, done in layout[:n].tolist():
+        for a, b, head, records, chunk_index, done in layout[:records_n].tolist():
             pieces.append(view[head:records])      # (a _PADDING record and) the Chunk record's head
             pieces += body or parts[a:b]
             pieces.append(view[records:chunk_index])
@@ -732,8 +731,8 @@ def warm_up():
                  np.zeros(1, np.uint8), np.zeros((0, 9), np.int64), np.zeros((0, 3), np.int64), i,
                  np.zeros((0, 2), np.int64), f, f, f, f, f, i, f, np.ones(1), i, 0.0, -1, 0, 0, _CHUNK_LIMIT)
     _chunk_layout(np.ones(1, np.int64), np.ones(1, np.uint8), np.zeros((1, 3), np.int64), 0, True,
-                  np.frombuffer(b"", np.uint8), -1, np.zeros(8192, np.uint8), np.zeros((2, 6), np.int64), np.zeros((1, 2), np.int64),
-                  np.zeros((2, 3), np.int64), np.zeros((1, 2), np.int64))
+                  np.frombuffer(b"", np.uint8), -1, np.zeros(8192, np.uint8), np.zeros((2, 6), np.int64),
+                  np.zeros((1, 2), np.int64), np.zeros((2, 3), np.int64), np.zeros((1, 2), np.int64))
     for source in (np.zeros(64, np.uint8), np.frombuffer(bytes(64), np.uint8)):   # pixels, and bytes (read-only)
         _stream_copy(np.zeros(64, np.uint8), 0, source)
 

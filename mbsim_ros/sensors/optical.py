@@ -39,12 +39,14 @@ class FramePool:
     refers to it any more. A frame handed to a bag lives until the bag has written it (up to
     a few MiB later); frames allocated afresh then came from memory the allocator had given back
     to the system, and the page faults of rendering into it cost the render thread 6-20 us a
-    step of the bundled world. Up to `limit` frames are kept; beyond, take() allocates. One
-    thread takes from a pool (a camera renders in one thread at a time)."""
+    step of the bundled world. It keeps up to 64 frames or 64 MiB of them, at least 16 (a
+    device alone holds its 8 newest readings); beyond, take() allocates frames it does not
+    keep. One thread takes from a pool (a camera renders in one thread at a time)."""
 
-    def __init__(self, shape, dtype, limit=64):
-        self.shape, self.dtype, self.limit = tuple(shape), np.dtype(dtype), limit
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype = tuple(shape), np.dtype(dtype)
         self.nbytes = int(np.prod(self.shape)) * self.dtype.itemsize
+        self.limit = min(64, max(16, (64 << 20) // max(self.nbytes, 1)))
         self._owners = []        # the arrays that own the frames' memory (every view refers to its owner)
         self._owners.append(np.empty(0))                 # what _refs counts for an array nobody holds,
         self._free_refs = self._refs(0)                  # on this Python (a probe)

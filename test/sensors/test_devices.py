@@ -277,7 +277,7 @@ def test_a_frame_pool_reuses_a_frame_only_once_nothing_refers_to_it():
     from mbsim_ros.sensors.optical import FramePool
     for make in (lambda f: memoryview(f.reshape(-1).view(np.uint8)), lambda f: f[2:],
                  lambda f: np.frombuffer(f, np.uint8)):
-        pool = FramePool((6, 8, 3), np.uint8, limit=3)
+        pool = FramePool((6, 8, 3), np.uint8)
         a = pool.take()
         assert a.shape == (6, 8, 3) and a.dtype == np.uint8 and a.ctypes.data % 4096 == 0 and a.flags.c_contiguous
         address = a.ctypes.data
@@ -286,7 +286,8 @@ def test_a_frame_pool_reuses_a_frame_only_once_nothing_refers_to_it():
         assert pool.take().ctypes.data != address      # held through `ref` alone: another frame
         del ref
         assert pool.take().ctypes.data == address      # free again: reused
-    frames = [pool.take() for _ in range(5)]           # 3 kept, 2 more allocated, all distinct
-    assert len({f.ctypes.data for f in frames}) == 5 and len(pool._owners) == 3
+    frames = [pool.take() for _ in range(70)]          # 64 kept, 6 more allocated, all distinct
+    assert len({f.ctypes.data for f in frames}) == 70 and len(pool._owners) == pool.limit == 64
+    assert FramePool((1080, 1920, 3), np.uint8).limit == 16      # 6 MB frames: 64 MiB would be 10
     depth = FramePool((6, 8), np.float32).take()
     assert depth.dtype == np.float32 and depth.shape == (6, 8) and depth.ctypes.data % 4096 == 0
