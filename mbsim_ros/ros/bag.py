@@ -125,11 +125,14 @@ class BagTransport(Transport):
         self._lane_buffer = self._free.popleft() if self._free else None   # a Lane's records (lanes only)
 
     def _close_segment(self):
-        """Put the lane records written since the last other part into the chunk's parts."""
+        """Put the lane records written since the last other part into the chunk's parts: as a
+        memoryview, not an array, because the lane buffer is reused once its chunk is written;
+        the chunk writer writes only arrays from their own memory (images' pixels), so these
+        records are copied."""
         state = self._state
         start = state[_SEGMENT]
         if start >= 0:
-            self._parts.append(self._lane_buffer[start:state[_LANE_END]])
+            self._parts.append(memoryview(self._lane_buffer)[start:state[_LANE_END]])
             state[_SEGMENT] = -1
 
     def _advertise(self, pub: Publisher):
@@ -450,7 +453,10 @@ def _open_direct(name):
 
 
 def _block_aligned(part):
-    """Whether `part` is a 1-D uint8 NumPy array whose memory starts at a block boundary."""
+    """Whether `part` is a 1-D uint8 NumPy array whose memory starts at a block boundary: an
+    image's pixels, which stay as they are while referred to (Transport.takes_parts), so they
+    can be written from where they are. (Memory that is reused, the lane's records, comes as
+    memoryviews.)"""
     return (part.__class__ is np.ndarray and part.ctypes.data % _BLOCK == 0 and part.dtype == np.uint8
             and part.ndim == 1 and part.flags.c_contiguous)
 

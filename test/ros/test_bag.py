@@ -231,10 +231,13 @@ def _imu_lane(bag, handle):
             values, count, stamp)
 
 
-def _write_sequence(path, seq, compression, fast=True, batch=1, lane=False):
+def _write_sequence(path, seq, compression, fast=True, batch=1, lane=False, aligned_lane_buffers=False):
     """The .mcap file's bytes and metadata.yaml's text of a bag of `seq`; fast=False: every
     message through rosbags' Writer.write; batch: messages per publish_many call (1: publish);
-    lane: the Imu messages recorded through a Lane from their values (the others published)."""
+    lane: the Imu messages recorded through a Lane from their values (the others published);
+    aligned_lane_buffers: the lane's buffers page-aligned (so that its records could be taken
+    for an image's pixels)."""
+    from mbsim_ros.sensors.optical import page_aligned_empty
     with BagTransport(path, compression=compression) as bag:
         assert bag._storage is not None        # rosbags here has what the chunk path needs
         if not fast:
@@ -247,6 +250,11 @@ def _write_sequence(path, seq, compression, fast=True, batch=1, lane=False):
                 pubs[topic] = bag.advertise(topic, typename, qos.SENSOR)
                 if lane and typename == m.IMU:
                     imu_lane, values, count, stamp = _imu_lane(bag, pubs[topic])
+                    if aligned_lane_buffers:
+                        bag._close_segment()
+                        bag._lane_buffer = page_aligned_empty(bag._lane_capacity, np.uint8)
+                        bag._state[bagmod._LANE_END] = 0
+                        bag._free.extend(page_aligned_empty(bag._lane_capacity, np.uint8) for _ in range(4))
             if lane and typename == m.IMU:
                 imu = m.TYPESTORE.deserialize_cdr(data, m.IMU)
                 a, w = imu.linear_acceleration, imu.angular_velocity
@@ -303,6 +311,19 @@ def test_chunked_writes_give_the_same_bag_as_rosbags_writer(tmp_path, monkeypatc
     assert out[True][1] == out[False][1]
     assert len(out[True][0]) > (3 if compression else 8) << 20   # several chunks
     assert len(out[True][0]) % 4096                                # a last partial block
+
+
+def test_a_lanes_records_are_copied_not_written_in_place(tmp_path):
+    """The lane's buffer is reused once its chunk is written, so its records are copied into
+    the staging buffer, never written from the buffer like an image's pixels, even where the
+    buffer is page-aligned and a run of records is longer than _BIG_PART: the bag is rosbags'
+    bytes (an image written in place would have cut and padded the chunk)."""
+    seq = [x for x in _sequence() if x[1] == m.IMU]       # records only: segments of ~1 MiB
+    why_not = _direct_io_supported(tmp_path)
+    if why_not is not None:
+        pytest.skip(why_not)
+    laned = _write_sequence(tmp_path / "lane" / "bag", seq, None, lane=True, aligned_lane_buffers=True)
+    assert laned == _write_sequence(tmp_path / "rosbags" / "bag", seq, None, fast=False)
 
 
 def _direct_io_supported(directory):
