@@ -61,6 +61,7 @@ from ..model import sensor_ros_frames
 from ..model.names import renamed
 from ..model.transforms import inverse_transform
 from ..sensors import Reading
+from ..sensors.devices import Arrivals
 from . import hil
 from . import messages as msg
 from . import templates as tpl
@@ -220,6 +221,9 @@ class Bridge:
         self.lane = None                    # bag.Lane recording the clock, joint states, /tf, kinematic sensors
         self._lane_tf = None                # (its /tf values, each edge's first index there) when it records /tf
         self._collected = None              # the devices whose readings on_step collects (None: all)
+        self._arrivals = Arrivals()         # set when one of them gets a reading (all of them share it)
+        self._quiet_until = -math.inf       # before then, nothing pending of theirs comes due
+        self._collect_from(None)
         self._lane_keys = frozenset()       # the publication keys the lane records
         self._lane_devices = frozenset()    # the names of the devices whose messages it records
         self._keys_of = {}                  # device name -> its publication keys (device_keys)
@@ -422,7 +426,7 @@ class Bridge:
             if dev.name not in always:
                 dev.set_idle(bool(keys) and not any(self.wanted[k] for k in keys) and dev.name not in laned, step)
         if self.lane is None:
-            self._collected = None
+            self._collect_from(None)
             return
         collected = []
         for dev in self.sim.devices.values():
@@ -430,7 +434,18 @@ class Bridge:
                 collected.append(dev)
                 if self._collected is not None and dev not in self._collected and dev.latest is not None:
                     self._last[dev.name] = dev.latest     # from now on, not the readings the lane recorded
-        self._collected = collected
+        self._collect_from(collected)
+
+    def _collect_from(self, devices):
+        """on_step collects the readings of `devices` from now on (None: every device's). They
+        share the Arrivals that tells it when to look; the others get their own."""
+        self._collected = devices
+        mine = self.sim.devices.values() if devices is None else devices
+        for dev in self.sim.devices.values():
+            dev.arrivals = Arrivals()
+        for dev in mine:
+            dev.arrivals = self._arrivals
+        self._arrivals.new = True
 
     def reset(self):
         """After the simulation went back to t = 0 (in the physics thread): every rate counts
@@ -529,7 +544,8 @@ class Bridge:
         /tf's values computed when it stops before /tf, at the steps it is due); on_step collects
         the other devices' readings, and the lane's while a live transport beside the bag has
         subscribers to them (refresh_subscribers)."""
-        old, self.lane, self._collected, self._lane_tf = self.lane, None, None, None
+        old, self.lane, self._lane_tf = self.lane, None, None
+        self._collect_from(None)
         self._lane_keys, self._lane_devices = frozenset(), frozenset()
         make = getattr(self.transport, "lane", None)
         if old is not None:
@@ -583,7 +599,7 @@ class Bridge:
         if self.lane is not None:
             self._lane_keys = frozenset(key for key, h in pubs.items() if any(h is m[0] for m in members))
             self._lane_devices = frozenset(lane_devices)
-            self._collected = [d for d in sim.devices.values() if d.name not in lane_devices]
+            self._collect_from([d for d in sim.devices.values() if d.name not in lane_devices])
             if self.moving:
                 self._lane_tf = (tf_values, 7 * np.arange(len(self.moving)))
 
@@ -687,11 +703,19 @@ class Bridge:
     def _collect_readings(self, sim, t, work):
         """Every reading made visible since the last look, each once, in order, as work items
         (frames from a render thread may arrive several at a time)."""
+        arrivals = self._arrivals
+        if not arrivals.new and t < self._quiet_until:
+            return         # nothing arrived since the last look, nothing it saw pending is due
+        arrivals.new = False         # before looking: what arrives while we look sets it again
         hil_, templates = self.hil, self.templates
         devices = sim.devices.values() if self._collected is None else self._collected
+        due = math.inf
         for dev in devices:          # every device's first (a merged Imu looks at its gyro's)
             if dev.pending:
                 dev.visible(t)
+                if dev.pending:
+                    due = min(due, dev.pending[0].stamp + dev.delay)
+        self._quiet_until = due - 1e-9       # (as Device.visible compares)
         seen = self._last
         for dev in devices:
             newest = dev.latest

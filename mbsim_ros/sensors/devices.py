@@ -46,6 +46,17 @@ class Reading:
     saturated: bool = False
 
 
+class Arrivals:
+    """Set (new = True) whenever a device sharing it gets a reading or is reset, from any thread;
+    cleared by the one who then looks at them all (the bridge, once a step, shares one among the
+    devices it collects): a step where nothing arrived and nothing pending came due needs no
+    look at each device."""
+    __slots__ = ("new",)
+
+    def __init__(self):
+        self.new = True
+
+
 class SensorConfigError(ConfigError):
     """The sensor configuration names an unknown sensor or holds a bad value."""
 
@@ -72,6 +83,7 @@ class Device:
         self.kind = sensor.type
         self.link = sensor.link if link is None else link      # its link's world name
         self.model = model
+        self.arrivals = Arrivals()     # its own until a reader shares one among several
         where = f"sensors.{self.name}"
         allowed = CAMERA_KEYS if self.kind == "camera" else COMMON_KEYS
         unknown = sorted(set(config) - allowed)
@@ -200,6 +212,7 @@ class Device:
             self.noise = [NoiseProcess([b], rng) for b in self.noise_blocks]
         else:
             self.noise = NoiseProcess(self.noise_blocks, rng)
+        self.arrivals.new = True
 
     @property
     def variance(self):
@@ -236,11 +249,13 @@ class Device:
     def push(self, reading):
         """A new reading, visible once its delay has passed (visible)."""
         self.pending.append(reading)
+        self.arrivals.new = True       # after the append: whoever clears it first looks after
 
     def show(self, reading):
         """A new reading visible at once (no delay), from the thread that reads them."""
         self.latest = reading
         self.shown.append(reading)
+        self.arrivals.new = True
 
     def visible(self, t):
         """The newest reading whose stamp + delay has passed at time t (every reading made

@@ -606,6 +606,29 @@ def test_each_delayed_reading_is_published_at_the_step_it_becomes_visible(tmp_pa
     assert all(t - ns * 1e-9 == pytest.approx(0.003, abs=1e-9) for t, ns in published)
 
 
+def test_a_reading_from_another_thread_is_published_at_the_next_step(tmp_path):
+    """A reading pushed from another thread (as the render thread pushes frames) between two
+    steps where nothing else of the devices outside the lane is due is published at the next
+    step: on_step skips its look at those devices only while none of them got a reading."""
+    from mbsim_ros.sensors import Reading
+    published = []
+
+    def push(sim, bridge):
+        bag, handle = bridge.transport, bridge.pubs["ChestRange"]
+        publish_many = bag.publish_many
+
+        def recorded(batch):
+            published.extend((round(sim.t * 1e3, 6), ns) for h, _, ns in batch if h is handle)
+            publish_many(batch)
+        bag.publish_many = recorded
+        dev = sim.devices["ChestRange"]
+        scan = Reading(0.0495, dev.latest.frame, dev.latest.values.copy())
+        pusher = threading.Thread(target=dev.push, args=(scan,))
+        pusher.start()
+        pusher.join()
+    _record_world(tmp_path / "bag", {"real_time_factor": 0.0}, 60, lane=True, events={50: push})
+    assert published == [(51.0, 49_500_000)]      # the 10 Hz scans are at 0 and 100 ms
+
 def test_diagnostics_name_every_sensor_also_those_the_lane_records(tmp_path):
     """/diagnostics has a status per sensor with its newest reading's stamp, for the sensors
     the lane records (their readings never pass through publishing) as for the others."""
