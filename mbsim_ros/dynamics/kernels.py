@@ -542,6 +542,15 @@ def _custom_bias_add(t, d, i, v, out):
 def forward_kinematics(t, d, q):
     """Body poses relative to the parent (Rr, pr), motion transforms X and world poses; the
     motion subspaces of CUSTOM bodies (d.S)."""
+    body_poses(t, d, q)
+    for i in range(t.parent.shape[0]):
+        _motion_transform(d.Rr[i], d.pr[i], d.X[i])
+
+
+@internal
+def body_poses(t, d, q):
+    """Body poses relative to the parent (Rr, pr) and in the world (Rw, pw); the motion
+    subspaces of CUSTOM bodies (d.S): forward_kinematics without the motion transforms."""
     nb = t.parent.shape[0]
     for i in range(nb):
         if t.jtype[i] == CUSTOM:
@@ -549,7 +558,6 @@ def forward_kinematics(t, d, q):
         else:
             _joint_placement(t.jtype[i], t.iq[i], t.axis[i, 0], t.hpitch[i], t.R0[i], t.p0[i], q,
                              d.Rw[i], d.Rr[i], d.pr[i])   # Rw[i] is scratch until set below
-        _motion_transform(d.Rr[i], d.pr[i], d.X[i])
         p = t.parent[i]
         if p < 0:
             for a in range(3):
@@ -1003,6 +1011,16 @@ def kinematics_kernel(tf, ti, df, q, v):
     t, _, _ = carve_tree(tf, ti)
     d, _ = carve_data(df, ti)
     velocity_kinematics(t, d, q, v)
+    link_poses(t, d)
+
+
+@kernel
+def poses_kernel(tf, ti, df, q):
+    """World link poses (Data.link_R, link_p) at q: kinematics_kernel without the velocities
+    and motion transforms, for those who want poses only (/tf, rendering)."""
+    t, _, _ = carve_tree(tf, ti)
+    d, _ = carve_data(df, ti)
+    body_poses(t, d, q)
     link_poses(t, d)
 
 

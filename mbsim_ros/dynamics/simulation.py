@@ -591,7 +591,7 @@ class Simulation:
     def link_transforms(self):
         """{link name: 4x4 world transform} at the current state (all models)."""
         c = self.compiled
-        kernels.kinematics_kernel(c.tf, c.ti, self._df, self._q, self._v)
+        kernels.poses_kernel(c.tf, c.ti, self._df, self._q)
         return transforms_dict(c, self._data)
 
     def link_poses(self):
@@ -599,7 +599,7 @@ class Simulation:
         state, in compiled.link_names order, as arrays (no dict); views into a workspace that the
         next call overwrites: copy what you keep."""
         c = self.compiled
-        kernels.kinematics_kernel(c.tf, c.ti, self._df, self._q, self._v)
+        kernels.poses_kernel(c.tf, c.ti, self._df, self._q)
         return self._data.link_R, self._data.link_p
 
     def contacts(self):

@@ -259,7 +259,7 @@ class Simulation(dynamics.Simulation):
         if self._scene is None:
             self._scene = Scene(self.models, self.compiled.link_names)
         c, d = self.compiled, self._pose_data
-        kernels.kinematics_kernel(c.tf, c.ti, self._pose_df, self._q, self._v)
+        kernels.poses_kernel(c.tf, c.ti, self._pose_df, self._q)
         self._scene.set_link_poses(d.link_R, d.link_p)
         return self._scene
 

@@ -109,6 +109,25 @@ def test_jacobian_columns_are_the_derivatives_of_the_link_poses():
                 np.testing.assert_allclose(J[3:, k], vee(dT[:3, :3] @ T[link.name][:3, :3].T), atol=FD_TOL)
 
 
+def test_a_simulations_link_poses_equal_the_full_kinematics_bit_for_bit():
+    """Simulation.link_poses() and link_transforms() compute poses only (poses_kernel: no
+    velocities, no motion transforms); they give exactly the poses of the kinematics that the
+    dynamics use (mb.link_transforms: kinematics_kernel, checked above by its derivatives and
+    against Pinocchio elsewhere): same operations, same order, so equal to the last bit."""
+    rng = np.random.default_rng(5)
+    model = leg(rng, child_poses=True)
+    sim = mb.Simulation(model, dt=1e-3)
+    for _ in range(3):
+        q, v, _ = leg_state(rng, model)
+        sim.q, sim.v = q, v
+        want = mb.link_transforms(model, q)
+        R, p = sim.link_poses()
+        assert sim.compiled.link_names == [link.name for link in model.links]
+        for k, (name, T) in enumerate(sim.link_transforms().items()):
+            assert np.array_equal(T, want[name])
+            assert np.array_equal(R[k], want[name][:3, :3]) and np.array_equal(p[k], want[name][:3, 3])
+
+
 def test_custom_body_subspace_and_bias_are_derivatives_along_a_path():
     """Body level: S(q) columns are the body twist per unit qdot (from the body pose), and
     cb - vel x (S qdot) is d/dt (S(q(t)) qdot) in body coordinates along q(t) = q + t qdot."""
