@@ -409,10 +409,12 @@ class _ChunkWriter:
         m, n = len(parts), len(index)
         lengths, aligned = self._space("lengths", m, np.int64), self._space("aligned", m, np.uint8)
         aligned[:] = 0
+        in_place = set()          # id() of those parts (the writer asks once: ~1 us an address)
         for j, p in enumerate(parts):
             k = lengths[j] = len(p)
             if split and k >= _BIG_PART and _block_aligned(p):
                 aligned[j] = 1
+                in_place.add(id(p))
         body = [st.compressor(b"".join(parts))] if compression else None
         out = self._space("out", (m + 1) * (_BLOCK + 256 + 2 * len(compression)) + 64 * n, np.uint8)
         layout, counts = self._space("layout", (m + 1, 6), np.int64), self._space("counts", (n, 2), np.int64)
@@ -434,7 +436,7 @@ class _ChunkWriter:
             st.channel_stats[cid] += count      # the counts rosbags' writer keeps per message
             writer.counts[cid] += count
         if direct:
-            if not direct.write(pieces, end - start):
+            if not direct.write(pieces, end - start, in_place):
                 self._direct = False       # O_DIRECT refused at the first write: written buffered
         else:
             st.bio.writelines(pieces)
@@ -539,12 +541,13 @@ class _DirectFile:
         """Bytes not written yet."""
         return self.queued + self.fill - self.region
 
-    def write(self, pieces, total):
+    def write(self, pieces, total, in_place=frozenset()):
         """Add the pieces (`total` bytes) after the pending bytes, and write the whole blocks
         once _WRITE_BATCH bytes are pending or _FLUSH_AGE after the last write (flush). A big
-        piece (_BIG_PART) that is a block-aligned array at a block offset of the file is queued
-        as it is (its whole blocks: the rest is copied); the others are copied into the staging
-        buffer. False if O_DIRECT is refused at the first write (see flush)."""
+        piece (_BIG_PART) whose id() is in `in_place` (a block-aligned array: _block_aligned)
+        and that lands at a block offset of the file is queued as it is (its whole blocks: the
+        rest is copied); the others are copied into the staging buffer. False if O_DIRECT is
+        refused at the first write (see flush)."""
         need = self.fill + total
         if need > len(self.buf):
             self._map(max(2 * len(self.buf), -(-need // _BLOCK) * _BLOCK), self.fill)
@@ -553,7 +556,7 @@ class _DirectFile:
             k = len(p)
             if k >= _BIG_PART:
                 whole = k - k % _BLOCK
-                if (n - self.region) % _BLOCK == 0 and _block_aligned(p):     # (region and file offset aligned)
+                if id(p) in in_place and (n - self.region) % _BLOCK == 0:     # (region and file offset aligned)
                     if n > self.region:
                         self.segments.append(view[self.region:n])
                     self.segments.append(p[:whole])
