@@ -33,7 +33,6 @@ from __future__ import annotations
 import collections
 import errno
 import io
-import mmap
 import os
 import struct
 import threading
@@ -45,6 +44,7 @@ from rosbags.rosbag2 import Writer
 from rosbags.rosbag2.enums import CompressionFormat, CompressionMode, StoragePlugin
 
 from .._kernel_cache import kernel_cache
+from ..sensors.optical import huge_page_memory
 from .messages import TYPESTORE
 from .qos import to_bag_qos
 from .templates import due_rates
@@ -528,14 +528,15 @@ class _DirectFile:
             self.view[:self.fill] = head
 
     def _map(self, size, keep=0):
-        """A new staging buffer of `size` bytes (a multiple of the page size) that starts with
-        the old one's first `keep` bytes (the old one is unmapped when its last view goes: the
-        segments may still hold some)."""
-        buf = mmap.mmap(-1, size)
+        """A new staging buffer of `size` bytes (a multiple of the page size; in huge pages where
+        Linux gives them, which pin cheaply for each write) that starts with the old one's first
+        `keep` bytes (the old one is unmapped when its last view goes: the segments may still
+        hold some)."""
+        buf = huge_page_memory(size)
         array = np.frombuffer(buf, np.uint8)
         if keep:
             array[:keep] = self.array[:keep]
-        self.buf, self.view, self.array = buf, memoryview(buf), array
+        self.buf, self.view, self.array = buf, buf, array
 
     def pending(self):
         """Bytes not written yet."""
