@@ -169,12 +169,15 @@ def plot(path, node_late, floor_late, per, floor_us, title):
 
 def recording_floor(directory, mib=64):
     """CPU us per MiB that recording bytes costs at least on this machine: an O_DIRECT write of
-    bytes the producer just touched, from their own page-aligned memory (as the bag's writer
-    writes camera images; no copy, no Python per message), over `mib` MiB of sources (more than
-    the caches hold). None where the file system refuses O_DIRECT."""
-    import mmap
+    bytes the producer just touched, from their own memory (as the bag's writer writes camera
+    images: page-aligned, in huge pages where Linux gives them, sensors.optical.huge_page_memory;
+    no copy, no Python per message) in writes of the bag's size (bag._WRITE_BATCH), over `mib`
+    MiB of sources (more than the caches hold). None where the file system refuses O_DIRECT."""
+    from mbsim_ros.ros.bag import _WRITE_BATCH
+    from mbsim_ros.sensors.optical import huge_page_memory
     MiB = 1 << 20
-    sources = [np.frombuffer(mmap.mmap(-1, MiB), np.uint8) for _ in range(mib)]
+    memory = np.frombuffer(huge_page_memory(mib * MiB), np.uint8)
+    sources = [memory[k:k + _WRITE_BATCH] for k in range(0, mib * MiB, _WRITE_BATCH)]
     for k, source in enumerate(sources):
         source[:] = k
     path = os.path.join(directory, "recording-floor")
@@ -184,11 +187,11 @@ def recording_floor(directory, mib=64):
         return None
     try:
         cpu = 0.0
-        for k in range(2 * mib):
-            source = sources[k % mib]
+        for k in range(2 * len(sources)):
+            source = sources[k % len(sources)]
             source[::4096] += 1                    # touched by its producer, as a new frame is
             t0 = time.thread_time()
-            os.pwrite(fd, source, (k % mib) * MiB)
+            os.pwrite(fd, source, (k % len(sources)) * _WRITE_BATCH)
             cpu += time.thread_time() - t0
     except OSError:
         return None
