@@ -407,14 +407,14 @@ class _ChunkWriter:
         compression = st.compression.encode()
         split = bool(direct) and not compression
         m, n = len(parts), len(index)
-        lengths, aligned = self._space("lengths", m, np.int64), self._space("aligned", m, np.uint8)
-        aligned[:] = 0
+        lengths = np.fromiter(map(len, parts), np.int64, m)
+        aligned = np.zeros(m, np.uint8)
         in_place = set()          # id() of those parts (the writer asks once: ~1 us an address)
-        for j, p in enumerate(parts):
-            k = lengths[j] = len(p)
-            if split and k >= _BIG_PART and _block_aligned(p):
-                aligned[j] = 1
-                in_place.add(id(p))
+        if split:
+            for j in np.flatnonzero(lengths >= _BIG_PART).tolist():
+                if _block_aligned(parts[j]):
+                    aligned[j] = 1
+                    in_place.add(id(parts[j]))
         body = [st.compressor(b"".join(parts))] if compression else None
         out = self._space("out", (m + 1) * (_BLOCK + 256 + 2 * len(compression)) + 64 * n, np.uint8)
         layout, counts = self._space("layout", (m + 1, 6), np.int64), self._space("counts", (n, 2), np.int64)
