@@ -217,6 +217,7 @@ class Bridge:
         self._batch = []                    # the messages _write fills, for the transport at once
         self._stamp = (None, 0)             # (seconds, nanoseconds) of the last stamp converted
         self.wanted = {}                    # publication key -> someone subscribes (lazy publishing)
+        self._python_due = -1               # the rates' bits whose messages on_step builds (-1: not known yet)
         self.live = getattr(transport, "receives", False)    # subscribers come and go (lazy publishing)
         self.lane = None                    # bag.Lane recording the clock, joint states, /tf, kinematic sensors
         self._lane_tf = None                # (its /tf values, each edge's first index there) when it records /tf
@@ -243,6 +244,7 @@ class Bridge:
         """DOFs for joint_states, the TF tree (static and moving edges), devices' topics; every
         name is the world name (model/names.py: the first model's bare, a later model's
         "<entity>/<name>" where it clashes)."""
+        self._python_due = -1                # until refresh_subscribers knows the new world's
         sim = self.sim
         names = sim.names
         self.dofs = []                       # (DOF name, q index, v index, joint name)
@@ -397,6 +399,24 @@ class Bridge:
                 self._devices_of.setdefault(key, []).append(dev)
         self._looking = []
         self._update_devices(self.sim.devices.values())
+        self._python_due = self._due_in_python()
+
+    def _due_in_python(self):
+        """The bits of the rates' due mask at which on_step has messages of its own to build
+        (a superset: those a lane records are not wanted here), so that at the other steps a
+        lane's call is all it does."""
+        wanted = self.wanted
+        bits = _SUBSCRIBERS if self.live else 0
+        if wanted.get("clock"):
+            bits |= _CLOCK
+        if (wanted.get("joint_states") or any(wanted.get(f"joint_states/{e}") for e in self.namespaced_dofs)
+                or (self.actuator_names and wanted.get("actuator_controls/state"))):
+            bits |= _JOINT_STATES
+        if self.moving and wanted.get("tf"):
+            bits |= _TF
+        if wanted.get("diagnostics"):
+            bits |= _DIAGNOSTICS
+        return bits
 
     def _look(self):
         """Part of the look at the subscribers that on_step starts every 0.1 s of simulation time:
@@ -412,6 +432,7 @@ class Bridge:
             if has != wanted.get(key, has):
                 wanted[key] = has
                 changed += self._devices_of.get(key, ())
+                self._python_due = self._due_in_python()
         del looking[-self._look_size:]
         if changed:
             self._update_devices(changed)
@@ -662,16 +683,19 @@ class Bridge:
         """After a step: collect what is due (copies of the state, new readings) in the physics
         thread, hand building and writing to publish_job; then set tau for the next step."""
         t = sim.t
-        work = []
-        wanted = self.wanted
         hil_ = self.hil
         if hil_ is not None:
             hil_.clock.tick(t)
         lane = self.lane
         if lane is not None:       # records the clock, joint_states, /tf, kinematic sensors; gives the due mask
             due = lane.record(t)
+            if not (due & self._python_due or self._arrivals.new or t >= self._quiet_until or self._looking):
+                self.controller.apply(sim)      # the lane recorded all there was (most steps)
+                return
         else:
             due = tpl.due_rates(self.rate_period, self.rate_k, t)
+        work = []
+        wanted = self.wanted
         if self.live:
             if due & _SUBSCRIBERS:         # a look at every topic, spread over the next 0.1 s
                 self._looking = list(reversed(self.pubs.items()))

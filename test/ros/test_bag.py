@@ -677,6 +677,25 @@ def test_the_lane_follows_a_spawned_and_deleted_model(tmp_path):
     assert "robot2/RLEG_KNEE" in names[60] and "robot2/RLEG_KNEE" not in names[-1]
 
 
+def test_a_namespaced_robots_joint_states_are_published_beside_the_lane(tmp_path):
+    """A robot spawned with a namespace has a joint_states of its own there, which on_step
+    builds in Python at the joint_states rate while the lane records the rest (on_step leaves
+    the steps where the lane recorded everything at the lane's call): the bag holds the same
+    messages as one recorded without a lane, the namespaced joint_states at every step."""
+    import mbsim_ros as mb
+    robot = mb.load_model(Path(__file__).resolve().parents[2] / "mbsim_ros" / "data" / "models" / "SR1.wrl")
+
+    def spawn(sim, bridge):
+        sim.add_model(robot, "robot2", ((1.5, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0)))
+        bridge.namespaces["robot2"] = "/fleet/robot2"
+        bridge.world_changed()
+    config = {"real_time_factor": 0.0, "joint_state_rate": 1000.0, "diagnostics_rate": 50.0}
+    got, bridge = _record_world(tmp_path / "lane", config, 60, lane=True, events={20: spawn})
+    want, _ = _record_world(tmp_path / "publish", config, 60, lane=False, events={20: spawn})
+    assert bridge.lane is not None and got == want
+    assert len(got["/fleet/robot2/joint_states"]) == 40 and len(got["/diagnostics"]) == 4     # steps 21-60; 0-60 ms
+
+
 def test_the_streaming_copy_copies_every_byte_at_every_alignment():
     """bag._stream_copy (non-temporal stores for the 32-byte aligned middle, memcpy for the
     ends) writes exactly the source's bytes at the offset and nothing around them: at every
