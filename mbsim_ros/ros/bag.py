@@ -31,6 +31,7 @@ goes through Writer.write as before (same bag).
 from __future__ import annotations
 
 import collections
+import ctypes
 import errno
 import io
 import os
@@ -474,8 +475,13 @@ def _block_aligned(part):
     image's pixels, which stay as they are while referred to (Transport.takes_parts), so they
     can be written from where they are. (Memory that is reused, the lane's records, comes as
     memoryviews.)"""
-    return (part.__class__ is np.ndarray and part.ctypes.data % _BLOCK == 0 and part.dtype == np.uint8
-            and part.ndim == 1 and part.flags.c_contiguous)
+    if part.__class__ is not np.ndarray or part.dtype != np.uint8 or part.ndim != 1 or not part.flags.c_contiguous:
+        return False
+    try:            # its address through ctypes: a third of what .ctypes.data costs (~1 us)
+        address = ctypes.addressof(ctypes.c_char.from_buffer(part))
+    except TypeError:        # read-only memory
+        address = part.ctypes.data
+    return address % _BLOCK == 0
 
 
 class _DirectFile:

@@ -696,6 +696,21 @@ def test_a_namespaced_robots_joint_states_are_published_beside_the_lane(tmp_path
     assert len(got["/fleet/robot2/joint_states"]) == 40 and len(got["/diagnostics"]) == 4     # steps 21-60; 0-60 ms
 
 
+def test_only_uint8_arrays_starting_on_a_block_count_as_block_aligned():
+    """bag._block_aligned, which decides what the writer hands to the disk from its own memory:
+    a 1-D C-contiguous uint8 array starting at a 4096-byte boundary, writable or read-only;
+    not the same memory one byte further, as another dtype or shape, or as a memoryview."""
+    from mbsim_ros.sensors.optical import page_aligned_empty
+    pixels = page_aligned_empty(3 * 4096, np.uint8)
+    read_only = pixels.view()
+    read_only.setflags(write=False)
+    assert bagmod._block_aligned(pixels) and bagmod._block_aligned(read_only)
+    assert bagmod._block_aligned(pixels[4096:]) and bagmod._block_aligned(read_only[8192:])
+    for other in (pixels[1:], read_only[1:], pixels.view(np.uint16), pixels.reshape(3, 4096), pixels[::2],
+                  memoryview(pixels), bytes(pixels)):
+        assert not bagmod._block_aligned(other)
+
+
 def test_the_streaming_copy_copies_every_byte_at_every_alignment():
     """bag._stream_copy (non-temporal stores for the 32-byte aligned middle, memcpy for the
     ends) writes exactly the source's bytes at the offset and nothing around them: at every
