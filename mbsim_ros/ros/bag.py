@@ -326,6 +326,9 @@ class _ChunkWriter:
         self.error = None
         self._direct = None          # _DirectFile after the first chunk, False for buffered writes
         self._spaces = {}            # _space's arrays
+        # _DirectFile's staging buffer, faulted in now: its first writes come from Python, holding
+        # the interpreter, and a huge page's first write stalled the physics thread ~4 ms
+        self._staging = huge_page_memory(2 * _WRITE_BATCH, touch=True)
         self._queue = collections.deque()    # appended and popped under the GIL: no lock, no wake-up
         self._thread = threading.Thread(target=self._work, name="mbsim-bag-writer", daemon=True)
         self._thread.start()
@@ -403,7 +406,8 @@ class _ChunkWriter:
         offset) per message, in order."""
         st = self.storage
         if self._direct is None:
-            self._direct = _DirectFile.open(st.bio)
+            self._direct = _DirectFile.open(st.bio, self._staging)
+            self._staging = None
         direct = self._direct
         compression = st.compression.encode()
         split = bool(direct) and not compression
@@ -492,9 +496,10 @@ class _DirectFile:
     buffer starts with the block that holds rosbags' last bytes (read back)."""
 
     @classmethod
-    def open(cls, bio):
+    def open(cls, bio, staging=None):
         """A direct writer continuing at bio's position (bio flushed), or False where the file
-        system refuses O_DIRECT."""
+        system refuses O_DIRECT. staging: its staging buffer (huge_page_memory, touched), or
+        None for a new one."""
         bio.flush()
         name = bio.name
         try:
@@ -505,12 +510,12 @@ class _DirectFile:
             log.debug("bag: O_DIRECT refused for %s (%s): the chunks are written buffered", name, e)
             return False
         try:
-            return cls(fd, bio)
+            return cls(fd, bio, staging)
         except BaseException:
             os.close(fd)
             raise
 
-    def __init__(self, fd, bio):
+    def __init__(self, fd, bio, staging=None):
         self.fd = fd
         self.bio = bio
         self.position = bio.tell()                    # the logical end of the file
@@ -522,7 +527,11 @@ class _DirectFile:
         self.fill = self.position - self.base
         self.written = False                          # whether a direct write went through yet
         self.flushed = time.monotonic()               # when the pending bytes were last written
-        self._map(2 * _WRITE_BATCH)
+        if staging is None:
+            self._map(2 * _WRITE_BATCH)
+        else:
+            self.buf = self.view = staging
+            self.array = np.frombuffer(staging, np.uint8)
         if self.fill:
             rd = os.open(bio.name, os.O_RDONLY | os.O_CLOEXEC)
             try:
@@ -538,7 +547,7 @@ class _DirectFile:
         Linux gives them, which pin cheaply for each write) that starts with the old one's first
         `keep` bytes (the old one is unmapped when its last view goes: the segments may still
         hold some)."""
-        buf = huge_page_memory(size)
+        buf = huge_page_memory(size, touch=True)
         array = np.frombuffer(buf, np.uint8)
         if keep:
             array[:keep] = self.array[:keep]

@@ -711,6 +711,26 @@ def test_only_uint8_arrays_starting_on_a_block_count_as_block_aligned():
         assert not bagmod._block_aligned(other)
 
 
+def test_the_staging_buffer_is_faulted_in_when_the_bag_opens(tmp_path):
+    """The bag's O_DIRECT staging buffer (huge pages) is faulted in when the bag opens, before
+    the recording starts: its first writes come from the writer thread holding the interpreter,
+    and a huge page's first write (all 2 MiB faulted in at once) stalled the physics thread
+    ~4 ms at rtf 1 (bench/node.py). The first direct write takes that very buffer."""
+    from proc_maps import mapping
+    why_not = _direct_io_supported(tmp_path)
+    if why_not is not None:
+        pytest.skip(why_not)
+    with BagTransport(tmp_path / "bag") as bag:
+        staging = bag._chunk_writer._staging
+        address = np.frombuffer(staging, np.uint8).ctypes.data
+        assert mapping(address)["Rss"] >= len(staging) // 1024
+        bag.publish(bag.advertise("/text", m.STRING, qos.SENSOR), m.string("x" * 2_000_000), 1)
+        deadline = time.monotonic() + 10
+        while bag._chunk_writer._direct is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert np.frombuffer(bag._chunk_writer._direct.buf, np.uint8).ctypes.data == address
+
+
 def test_the_streaming_copy_copies_every_byte_at_every_alignment():
     """bag._stream_copy (non-temporal stores for the 32-byte aligned middle, memcpy for the
     ends) writes exactly the source's bytes at the offset and nothing around them: at every

@@ -298,29 +298,21 @@ def test_a_frame_pool_reuses_a_frame_only_once_nothing_refers_to_it():
     assert starts[8] % (2 << 20) == 0 and len(pool._owners) == 16      # a second huge page's 8
 
 
-def _vm_flags(address):
-    """The VmFlags of the mapping of this process that holds `address` (Linux /proc)."""
-    with open("/proc/self/smaps") as f:
-        lines = f.read().splitlines()
-    for k, line in enumerate(lines):
-        head = line.split()[0] if line else ""
-        if "-" in head and all(c in "0123456789abcdef-" for c in head):
-            lo, hi = (int(x, 16) for x in head.split("-"))
-            if lo <= address < hi:
-                flags = next(x for x in lines[k + 1:] if x.startswith("VmFlags:"))
-                return flags.split()[1:]
-    raise AssertionError(f"no mapping holds {address:#x}")
-
-
 def test_huge_page_memory_starts_on_a_huge_page_and_asks_for_huge_pages():
     """huge_page_memory (sensors/optical.py): writable memory of the size asked, starting at a
     2 MiB boundary, in a mapping advised for transparent huge pages (VmFlags "hg"), so that an
-    O_DIRECT write of the frames and the bag's staging buffer pins one entry per 2 MiB."""
+    O_DIRECT write of the frames and the bag's staging buffer pins one entry per 2 MiB; with
+    touch, faulted in before it is returned (no page of it is resident otherwise)."""
     from mbsim_ros.sensors.optical import huge_page_memory
+    from proc_maps import mapping
     for nbytes in (1, 233472 * 8, 8 << 20, (8 << 20) + 4096):
         memory = huge_page_memory(nbytes)
         array = np.frombuffer(memory, np.uint8)
         array[:] = 7
         assert len(memory) == nbytes and not memory.readonly
         assert array.ctypes.data % (2 << 20) == 0
-        assert "hg" in _vm_flags(array.ctypes.data) and "hg" in _vm_flags(array.ctypes.data + nbytes - 1)
+        first, last = mapping(array.ctypes.data), mapping(array.ctypes.data + nbytes - 1)
+        assert "hg" in first["VmFlags"] and "hg" in last["VmFlags"]
+    untouched, touched = huge_page_memory(8 << 20), huge_page_memory(8 << 20, touch=True)
+    assert mapping(np.frombuffer(untouched, np.uint8).ctypes.data)["Rss"] == 0
+    assert mapping(np.frombuffer(touched, np.uint8).ctypes.data)["Rss"] >= 8192     # kB: faulted in already
