@@ -1007,20 +1007,15 @@ def mass_matrix_kernel(tf, ti, df, q, M):
 
 @kernel
 def kinematics_kernel(tf, ti, df, q, v):
-    """World link poses (Data.link_R, link_p) and body velocities (Data.vel) at (q, v)."""
+    """World link poses (Data.link_R, link_p) and body velocities (Data.vel) at (q, v); the
+    poses only when v is empty (no velocities, no motion transforms: for /tf and rendering,
+    a third less; one kernel for both, since each kernel costs its own compilation)."""
     t, _, _ = carve_tree(tf, ti)
     d, _ = carve_data(df, ti)
-    velocity_kinematics(t, d, q, v)
-    link_poses(t, d)
-
-
-@kernel
-def poses_kernel(tf, ti, df, q):
-    """World link poses (Data.link_R, link_p) at q: kinematics_kernel without the velocities
-    and motion transforms, for those who want poses only (/tf, rendering)."""
-    t, _, _ = carve_tree(tf, ti)
-    d, _ = carve_data(df, ti)
-    body_poses(t, d, q)
+    if v.shape[0] == 0:
+        body_poses(t, d, q)
+    else:
+        velocity_kinematics(t, d, q, v)
     link_poses(t, d)
 
 

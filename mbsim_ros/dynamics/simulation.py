@@ -21,6 +21,7 @@ from .step import applied_forces_kernel, step_rk4, step_semi_implicit_euler
 
 ASSEMBLY_NOTE = 1e-6      # a coordinate the initial assembly moves further than this is named in a note
 INTEGRATORS = {"semi-implicit-euler": step_semi_implicit_euler, "rk4": step_rk4}
+POSES_ONLY = np.zeros(0)  # kinematics_kernel's v for the link poses alone (no velocities: /tf, rendering)
 
 
 @dataclass
@@ -591,7 +592,7 @@ class Simulation:
     def link_transforms(self):
         """{link name: 4x4 world transform} at the current state (all models)."""
         c = self.compiled
-        kernels.poses_kernel(c.tf, c.ti, self._df, self._q)
+        kernels.kinematics_kernel(c.tf, c.ti, self._df, self._q, POSES_ONLY)
         return transforms_dict(c, self._data)
 
     def link_poses(self):
@@ -599,7 +600,7 @@ class Simulation:
         state, in compiled.link_names order, as arrays (no dict); views into a workspace that the
         next call overwrites: copy what you keep."""
         c = self.compiled
-        kernels.poses_kernel(c.tf, c.ti, self._df, self._q)
+        kernels.kinematics_kernel(c.tf, c.ti, self._df, self._q, POSES_ONLY)
         return self._data.link_R, self._data.link_p
 
     def contacts(self):

@@ -12,6 +12,7 @@ import numpy as np
 from .. import dynamics
 from ..dynamics import kernels
 from ..dynamics.constraints import STAT_NCON
+from ..dynamics.simulation import POSES_ONLY
 from .devices import KINEMATIC, Device, SensorConfigError
 from .kinematic import ACCELEROMETER, FORCE, GYRO, sense_kernel
 
@@ -259,7 +260,7 @@ class Simulation(dynamics.Simulation):
         if self._scene is None:
             self._scene = Scene(self.models, self.compiled.link_names)
         c, d = self.compiled, self._pose_data
-        kernels.poses_kernel(c.tf, c.ti, self._pose_df, self._q)
+        kernels.kinematics_kernel(c.tf, c.ti, self._pose_df, self._q, POSES_ONLY)
         self._scene.set_link_poses(d.link_R, d.link_p)
         return self._scene
 

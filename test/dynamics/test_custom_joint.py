@@ -110,9 +110,9 @@ def test_jacobian_columns_are_the_derivatives_of_the_link_poses():
 
 
 def test_a_simulations_link_poses_equal_the_full_kinematics_bit_for_bit():
-    """Simulation.link_poses() and link_transforms() compute poses only (poses_kernel: no
-    velocities, no motion transforms); they give exactly the poses of the kinematics that the
-    dynamics use (mb.link_transforms: kinematics_kernel, checked above by its derivatives and
+    """Simulation.link_poses() and link_transforms() compute poses only (kinematics_kernel with
+    an empty v: no velocities, no motion transforms); they give exactly the poses of the full
+    kinematics that the dynamics use (mb.link_transforms, checked above by its derivatives and
     against Pinocchio elsewhere): same operations, same order, so equal to the last bit."""
     rng = np.random.default_rng(5)
     model = leg(rng, child_poses=True)
