@@ -61,9 +61,12 @@ _QUEUED = 64                                  # chunks waiting for the writer th
 # How often the chunk writer looks for chunks (s). It polls rather than being woken: waking a thread
 # that sleeps on an idle core cost the recording thread 15-55 us of CPU per chunk on a 2-core VM
 # (a queue's notify), a sleep that ends on the writer's own core costs it little (each look still
-# cost this VM ~6 us: 1.2 us per 1 ms step at 5 ms); 20 ms is under a chunk of the bundled world
-# in real time and ~6 of it as fast as it runs, well inside the _QUEUED chunks' slack.
-_POLL = 0.02
+# cost this VM ~6 us: 1.2 us per 1 ms step at 5 ms). At 100 ms it finds ~3 chunks of the bundled
+# world in real time (~25 as fast as it runs), well inside the _QUEUED chunks' slack, and writes
+# them in a row: its thread 4.4-5.0 us a step at 20 ms, 3.8-4.4 at 100 (alternating 10 s runs).
+# close() wakes it at once.
+_POLL = 0.1
+_HELD_BACK = 0.004   # s between looks at a full queue (the disk behind) before the next put
 _DONE, _OVER_LIMIT, _INDEX_FULL, _PREPARE = range(4)    # why _record_lane returned
 _NO_TIME = (2 ** 63 - 1, 0)                   # an empty chunk's (start, end), as rosbags writes it
 _SIZE, _FIRST, _LAST, _COUNT, _LANE_END, _SEGMENT = range(6)   # the pending chunk's state array:
@@ -330,6 +333,7 @@ class _ChunkWriter:
         # the interpreter, and a huge page's first write stalled the physics thread ~4 ms
         self._staging = huge_page_memory(2 * _WRITE_BATCH, touch=True)
         self._queue = collections.deque()    # appended and popped under the GIL: no lock, no wake-up
+        self._closing = threading.Event()    # set by close(): the last look comes at once
         self._thread = threading.Thread(target=self._work, name="mbsim-bag-writer", daemon=True)
         self._thread.start()
 
@@ -340,12 +344,13 @@ class _ChunkWriter:
     def put(self, chunk):
         self._raise()
         while len(self._queue) >= _QUEUED:     # the disk is behind: hold the recording back
-            time.sleep(_POLL / 5)
+            time.sleep(_HELD_BACK)
             self._raise()
         self._queue.append(chunk)
 
     def close(self):
         self._queue.append(None)
+        self._closing.set()
         self._thread.join()
         self._raise()
 
@@ -364,7 +369,7 @@ class _ChunkWriter:
                             self._direct = False
                     except Exception as e:
                         self.error = e
-                time.sleep(_POLL)
+                self._closing.wait(_POLL)
                 continue
             chunk = self._queue.popleft()
             if chunk is None:
