@@ -58,15 +58,29 @@ setup(
         "cyclonedds>=11.0.1; platform_machine == 'x86_64'",
         "matplotlib>=3.5",       # mbsim plot
         "xacro>=2.0",            # .xacro models expanded with arguments (the PyPI release of ROS's xacro)
+        # --transport foxglove: the Foxglove WebSocket protocol over websockets.asyncio (13.0 and later)
+        "websockets>=13.0",
+        # mbsim run --view: the browser view's server; its web client ships in the wheel (no
+        # internet, no node at run time). A run dependency, not an extra: the view is how a new
+        # user first sees a model, and a flag that fails for want of a package is worse
+        "viser>=1.1",
     ],
     extras_require={
         # ground truth and peers for tests and bench/, never needed at run time
-        "test": ["pytest>=7", "pin>=3.0", "mujoco>=3.0", "mcap-ros2-support>=0.5",
+        "test": ["pytest>=7", "pytest-xdist>=3",     # -n: the suite on every core
+                 "pin>=3.0", "mujoco>=3.0", "mcap-ros2-support>=0.5",
+                 "gymnasium>=1.0", "dm_control>=1.0",     # their MJCF models: the MJCF loader's cases
                  "opensim>=4.5; platform_machine == 'x86_64'",    # ground truth for .osim
-                 "dask[distributed]>=2023.1", "pyarrow>=10"]      # mbsim batch's tests
+                 "dartpy>=6.13",                                   # ground truth for SDFormat (its SdfParser)
+                 "dask[distributed]>=2023.1", "pyarrow>=10",     # mbsim batch's tests
+                 "imageio>=2.9", "imageio-ffmpeg>=0.4",          # mbsim export --video's test
+                 "example-robot-data>=6.0",     # public robots for the loaders and the newcomer test
+                 "selenium>=4.10", "pillow>=9"]      # the view in a real browser (Debian's chromium, .ci/run)
                 + ROS_TEST_WHEELS,
         # mbsim batch: scenarios as Dask tasks (LocalCluster or an existing cluster), results in Parquet
         "batch": ["dask[distributed]>=2023.1", "pyarrow>=10"],
+        # mbsim export --video: MP4 through ffmpeg (imageio-ffmpeg ships the executable)
+        "video": ["imageio>=2.9", "imageio-ffmpeg>=0.4"],
         "bench": ["pin>=3.0", "mujoco>=3.0", "dartpy>=6.13"],
     },
     zip_safe=True,
@@ -78,7 +92,7 @@ setup(
     entry_points={
         "console_scripts": [
             "mbsim = mbsim_ros.cli:main",
-            "sim_node = mbsim_ros.ros.node:main",
+            "sim_node = mbsim_ros.cli:sim_node",      # ros/node.py main, with the live view
         ],
         # the mbsim_world fixture (mbsim_ros/batch/pytest_plugin.py): HIL regression tests as plain tests
         "pytest11": ["mbsim_ros = mbsim_ros.batch.pytest_plugin"],

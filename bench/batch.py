@@ -83,12 +83,12 @@ def spec_for(seconds, scenarios):
 def bare(spec):
     """The physics alone: the same world and sensors, stepped one step at a time."""
     import copy
-    from mbsim_ros.ros.session import simulation
+    from mbsim_ros.run import build_simulation
     t0 = time.perf_counter()
     for s in spec.scenarios:
         config = copy.deepcopy(spec.config)
-        config["seed"] = s["seed"]
-        sim = simulation(copy.deepcopy(spec.models), config)
+        config.seed = s["seed"]
+        sim = build_simulation(copy.deepcopy(spec.models), config)
         for _ in range(int(round(spec.duration / sim.dt))):
             sim.step()
     return time.perf_counter() - t0

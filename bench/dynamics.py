@@ -264,6 +264,14 @@ def what_to_time(state, ours, pin, mj, dart, notes):
         calls["fd", "ours"] = (mb.forward_dynamics, (model, q, v, tau), None)
         calls["id", "ours"] = (mb.inverse_dynamics, (model, q, v, qdd), None)
         calls["m", "ours"] = (mb.mass_matrix, (model, q), None)
+        # the kernels alone, on the API's own compiled arrays: what the API adds is the difference
+        from mbsim_ros.dynamics import kernels
+        from mbsim_ros.dynamics.api import compiled_for
+        c, df, _ = compiled_for(model)
+        out, M = np.empty(model.nv), np.zeros((model.nv, model.nv))
+        calls["fd_kernel", "ours"] = (kernels.forward_dynamics_kernel, (c.tf, c.ti, df, q, v, tau, out), None)
+        calls["id_kernel", "ours"] = (kernels.inverse_dynamics_kernel, (c.tf, c.ti, df, q, v, qdd, out), None)
+        calls["m_kernel", "ours"] = (kernels.mass_matrix_kernel, (c.tf, c.ti, df, q, M), None)
         sim, why = try_("mb.Simulation", lambda: mb.Simulation(model, dt=DT))
         if sim is None:
             notes.append(why)
@@ -286,6 +294,9 @@ def print_results(times):
             ("fd", "fd", "forward dynamics (ABA)", "pinocchio.aba", FD_TARGET),
             ("id", "id", "inverse dynamics (RNEA)", "pinocchio.rnea", None),
             ("m", "m", "mass matrix (CRBA)", "pinocchio.crba", None),
+            ("fd_kernel", "fd", "ABA kernel alone", "pinocchio.aba", None),
+            ("id_kernel", "id", "RNEA kernel alone", "pinocchio.rnea", None),
+            ("m_kernel", "m", "CRBA kernel alone", "pinocchio.crba", None),
             ("step", "step_dart", "simulation step", "DART World.step", STEP_TARGET),
             ("step", "step_mj", "simulation step", "MuJoCo mj_step", None)):
         t_ours, t_peer = times.get((op_ours, "ours")), times.get((op_peer, "peer"))
@@ -327,6 +338,7 @@ def main():
             notes.append(why)
 
     print()
+    print(f"load average (1 min) after timing: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
     print_results(times)
 
     print()

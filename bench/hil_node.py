@@ -34,7 +34,7 @@ def devices(folder, conn):
     import numpy as np
 
     from mbsim_ros.hil.protocols import make_encoder
-    from mbsim_ros.ros.world import DEFAULT_WORLD, load_models
+    from mbsim_ros.run.world import DEFAULT_WORLD, load_models
     models, _ = load_models(DEFAULT_WORLD)
     sensor = next(s for m in models for s in m.sensors if s.name == "ChestRange")
     encoder = make_encoder({"protocol": "scip2"}, sensor)
@@ -106,9 +106,8 @@ def main():
                         help="the two simulated sensors' delay in s: a jitter buffer (default 0)")
     args = parser.parse_args()
     from mbsim_ros.ros.bag import BagTransport
-    from mbsim_ros.ros.config import load_config
-    from mbsim_ros.ros.session import Session, simulation
-    from mbsim_ros.ros.world import load_world
+    from mbsim_ros.ros.bridge import WARM_UP_JOBS, Bridge
+    from mbsim_ros.run import Session, load_config, load_world, build_simulation
     with tempfile.TemporaryDirectory() as tmp:
         ctx = multiprocessing.get_context("spawn")
         here, there = ctx.Pipe()
@@ -126,11 +125,12 @@ def main():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             models, _ = load_world(config)
-        sim = simulation(models, config)
+        sim = build_simulation(models, config, warm_up_jobs=WARM_UP_JOBS)
         sim.step(50)                                         # first renders and ray casts out of the way
         log = []
-        session = Session(sim, BagTransport(os.path.join(tmp, "bag")), config, log=log.append, queue=4096)
-        sources = session.bridge.hil.sources
+        bridge = Bridge(sim, BagTransport(os.path.join(tmp, "bag")), config, log=log.append)
+        session = Session(sim, config, listeners=[bridge], log=log.append, queue=4096)
+        sources = bridge.hil.sources
         deadline = time.monotonic() + 10
         while not all(s.connected for s in sources.values()) or not sources["ChestRange"].parser.params:
             if time.monotonic() > deadline:

@@ -10,6 +10,10 @@ number of files each load read (a .wrl and its Inlines; an .osim and the mesh fi
 Failures are reported, not raised: the script exits 0.
 The issues' targets: PA10 (10 Inline files) and SR1 parse well under a second each;
 Rajagopal2016.osim (875 KB, 22 bodies, 80 muscles) loads in under a second.
+
+MJCF side by side with MuJoCo: the humanoids shipped in gymnasium and dm_control, each loaded by
+mb.load_model and by mujoco.MjModel.from_xml_path, alternating, best of 7 each; the goal is
+ours within 2x MuJoCo's time (MJCF_GOAL).
 """
 import argparse
 import os
@@ -23,6 +27,9 @@ from common import print_table, quiet_stderr
 HERE = pathlib.Path(__file__).resolve().parent
 DEFAULT = pathlib.Path(os.environ.get("MBSIM_SHARED_MODELS", HERE.parent.parent / "shared" / "models"))
 TARGET_SECONDS = 1.0
+MJCF_GOAL = 2.0
+MJCF_HUMANOIDS = ("gymnasium/envs/mujoco/assets/humanoid.xml", "dm_control/suite/humanoid.xml",
+                  "dm_control/suite/humanoid_CMU.xml", "dm_control/locomotion/walkers/assets/humanoid_CMU_V2020.xml")
 
 
 def supported_extensions():
@@ -64,10 +71,48 @@ def files_read(path, model):
     return len(vrml.parse_file(path).files)
 
 
+def mjcf_side_by_side(repeats=7):
+    """Rows (model, ours ms, MuJoCo ms, ratio, note) for the MJCF humanoids that are installed."""
+    import sysconfig
+    try:
+        import mujoco
+    except ImportError:
+        return []
+    import mbsim_ros as mb
+    site = pathlib.Path(sysconfig.get_paths()["purelib"])
+    rows = []
+    for rel in MJCF_HUMANOIDS:
+        path = site / rel
+        if not path.is_file():
+            continue
+        ours = theirs = float("inf")
+        for _ in range(repeats):
+            t = time.perf_counter()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                model = mb.load_model(path)
+            ours = min(ours, time.perf_counter() - t)
+            t = time.perf_counter()
+            with quiet_stderr():
+                mujoco.MjModel.from_xml_path(str(path))
+            theirs = min(theirs, time.perf_counter() - t)
+        ratio = ours / theirs
+        rows.append([rel, f"{len(model.links)}", f"{ours * 1000:.1f}", f"{theirs * 1000:.1f}", f"{ratio:.2f}",
+                     "" if ratio <= MJCF_GOAL else f"over the {MJCF_GOAL:g}x goal"])
+    return rows
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", type=pathlib.Path, default=DEFAULT)
+    parser.add_argument("--mjcf-only", action="store_true", help="only the MJCF humanoids against MuJoCo")
     args = parser.parse_args()
+    rows = mjcf_side_by_side()
+    if rows:
+        print_table(["MJCF model", "links", "mb.load_model ms", "MjModel.from_xml_path ms", "ratio", "note"], rows)
+        print()
+    if args.mjcf_only:
+        return 0
     if not args.models.is_dir():
         print(f"{args.models}: no shared models here; nothing to time")
         return 0

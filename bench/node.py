@@ -13,7 +13,7 @@ Prints, each from its own run:
   count) per simulated step in physics (the step kernel), sensors (kinematic sensors, rendering,
   ray casting, in whichever thread), messages (collecting in the physics thread, filling the
   templates, handing the bytes to the transport; with a bag, the Lane's filling and recording of
-  the clock, joint states, /tf and kinematic sensors, ros/bag.py) and bag (adding each message to
+  the clock, joint states, /tf and kinematic sensors, ros/bag_lane.py) and bag (adding each message to
   the pending MCAP chunk, and the chunk writer thread writing the chunks into the file: the
   thread's whole CPU time, read from /proc), from a third, instrumented run at rtf 0 of up to 20
   simulated seconds (5 s ones varied by +-1.5 us a step on a 2-core VM; each timed call costs
@@ -53,19 +53,18 @@ def session_for(rtf, bag_dir, extra=None, seconds=60.0, live=None):
     from mbsim_ros.ros.bag import BagTransport
     from mbsim_ros.ros.transport import FanoutTransport
     from mbsim_ros.ros.transport_choice import transport_for
-    from mbsim_ros.ros.config import load_config
-    from mbsim_ros.ros.session import Session, simulation
-    from mbsim_ros.ros.world import load_world
+    from mbsim_ros.ros.bridge import WARM_UP_JOBS, Bridge
+    from mbsim_ros.run import Session, load_config, load_world, build_simulation
     config = load_config(None, dict({"real_time_factor": rtf, "joint_state_rate": 1000.0}, **(extra or {})))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         models, _ = load_world(config)
-    sim = simulation(models, config)
+    sim = build_simulation(models, config, warm_up_jobs=WARM_UP_JOBS)
     transport = BagTransport(bag_dir)
     if live:            # as `mbsim run --transport LIVE --bag DIR` records, nobody reading live
         transport = FanoutTransport([transport_for(live), transport])
     steps = int(round(seconds / sim.dt)) + 1     # lateness statistics over the whole run
-    return Session(sim, transport, config, queue=4096, jitter_window=steps), transport
+    return Session(sim, config, listeners=[Bridge(sim, transport, config)], queue=4096, jitter_window=steps), transport
 
 
 def run(seconds, rtf, bag_dir, extra=None, live=None):
@@ -171,13 +170,13 @@ def recording_floor(directory, mib=64):
     """CPU us per MiB that recording bytes costs at least on this machine: an O_DIRECT write of
     bytes the producer just touched, from their own memory (as the bag's writer writes camera
     images: page-aligned, in huge pages where Linux gives them, sensors.optical.huge_page_memory;
-    no copy, no Python per message) in writes of the bag's size (bag._WRITE_BATCH), over `mib`
+    no copy, no Python per message) in writes of the bag's size (direct_file.WRITE_BATCH), over `mib`
     MiB of sources (more than the caches hold). None where the file system refuses O_DIRECT."""
-    from mbsim_ros.ros.bag import _WRITE_BATCH
+    from mbsim_ros.ros.direct_file import WRITE_BATCH
     from mbsim_ros.sensors.optical import huge_page_memory
     MiB = 1 << 20
     memory = np.frombuffer(huge_page_memory(mib * MiB), np.uint8)
-    sources = [memory[k:k + _WRITE_BATCH] for k in range(0, mib * MiB, _WRITE_BATCH)]
+    sources = [memory[k:k + WRITE_BATCH] for k in range(0, mib * MiB, WRITE_BATCH)]
     for k, source in enumerate(sources):
         source[:] = k
     path = os.path.join(directory, "recording-floor")
@@ -191,7 +190,7 @@ def recording_floor(directory, mib=64):
             source = sources[k % len(sources)]
             source[::4096] += 1                    # touched by its producer, as a new frame is
             t0 = time.thread_time()
-            os.pwrite(fd, source, (k % len(sources)) * _WRITE_BATCH)
+            os.pwrite(fd, source, (k % len(sources)) * WRITE_BATCH)
             cpu += time.thread_time() - t0
     except OSError:
         return None
@@ -214,32 +213,32 @@ class CostSplit:
     """Wraps the component functions to add up their CPU time (time.thread_time) per component."""
 
     def __init__(self):
-        from mbsim_ros.dynamics import simulation as dyn
-        from mbsim_ros.ros import bridge, bag
+        from mbsim_ros.dynamics import physics as dyn
+        from mbsim_ros.ros import bridge, bag, bag_writer
         from mbsim_ros.sensors import optical
         from mbsim_ros.sensors import simulation as sens
         self.cpu = defaultdict(float)
         self.calls = defaultdict(int)
         self._inner = threading.local()
-        self.patches = [(dyn.Simulation, "step", "physics"), (sens.Simulation, "_sample", "sensors"),
+        self.patches = [(dyn.Physics, "step", "physics"), (sens.Simulation, "_sample", "sensors"),
                         (bridge.Bridge, "on_step", "messages"), (bridge.Bridge, "_write", "messages"),
                         (bag.BagTransport, "publish_many", "bag"), (bag.BagTransport, "_close", "bag close")]
         if _thread_cpu(threading.get_native_id()) is None:     # no /proc: the writer's one method
-            self.patches.append((bag._ChunkWriter, "_write", "bag"))
+            self.patches.append((bag_writer.ChunkWriter, "_write", "bag"))
         self.originals = [(cls, name, getattr(cls, name)) for cls, name, _ in self.patches]
         for cls, name, part in self.patches:
             setattr(cls, name, self._wrap(getattr(cls, name), part))
         # the bag's writer thread: all of its CPU time up to the bag's close, whatever it ran (its
         # polling too; a method it gains later is not left out, as a per-image one once was)
-        writer_close = bag._ChunkWriter.close
+        writer_close = bag_writer.ChunkWriter.close
 
         def close(writer):
             spent = _thread_cpu(writer.native_id)
             if spent is not None:
                 self.cpu["bag"] += spent
             return writer_close(writer)
-        self.originals.append((bag._ChunkWriter, "close", writer_close))
-        bag._ChunkWriter.close = close
+        self.originals.append((bag_writer.ChunkWriter, "close", writer_close))
+        bag_writer.ChunkWriter.close = close
         # rendering inside _sample (inline) is already counted there; on the render thread it is not
         self._sense_optical = optical.sense_optical
         self._optical = optical

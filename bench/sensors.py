@@ -92,7 +92,7 @@ def bench_devices(models, timing):
 
     import mbsim_ros as mb
     from mbsim_ros.cli import hold_initial_pose
-    from mbsim_ros.dynamics import Simulation as PhysicsOnly
+    from mbsim_ros.dynamics import Physics as PhysicsOnly
     hold_initial_pose(models, 2000)
     sim = mb.Simulation(models)
     sim.step(300)                                   # standing on the floor: contacts in play
@@ -112,7 +112,7 @@ def bench_devices(models, timing):
     bare = PhysicsOnly(models)
     bare.step(300)
     t_bare, t_all = per_step(bare), per_step(sim)
-    rows.append(("physics step alone (sim.step())", t_bare, "dynamics.Simulation, contact LCP, 1 kHz"))
+    rows.append(("physics step alone (sim.step())", t_bare, "dynamics.Physics, contact LCP, 1 kHz"))
     rows.append(("physics step + every sensor at its rate", t_all,
                  f"sensors add {1e6 * (t_all - t_bare):.1f} us per step on average "
                  f"({'less' if t_all - t_bare < t_bare else 'MORE'} than the physics step)"))

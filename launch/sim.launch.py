@@ -12,6 +12,10 @@ Arguments:
   namespace     the node's namespace: its topics are /<namespace>/joint_states, ... (give the
                 model's name, or any other, when changing `model`; '' = the root namespace)
   rtf           real-time factor (float; 0 = as fast as possible)
+  view          'true' to serve the live 3D view in a browser (view_port, default 8080)
+  view_port     the live view's port
+  foxglove      'true' to also serve every topic to Foxglove / Lichtblick (ws://127.0.0.1:<foxglove_port>)
+  foxglove_port the Foxglove WebSocket server's port
 
 /tf, /tf_static, /clock and /diagnostics are absolute names and stay global.
 """
@@ -36,6 +40,10 @@ def generate_launch_description():
     use_sim_time = LaunchConfiguration('use_sim_time')
     namespace = LaunchConfiguration('namespace')
     rtf = LaunchConfiguration('rtf')
+    view = LaunchConfiguration('view')
+    view_port = LaunchConfiguration('view_port')
+    foxglove = LaunchConfiguration('foxglove')
+    foxglove_port = LaunchConfiguration('foxglove_port')
 
     arguments = [
         DeclareLaunchArgument(
@@ -56,6 +64,19 @@ def generate_launch_description():
         DeclareLaunchArgument(
             'rtf', default_value='1.0',
             description='Real-time factor (0 = as fast as possible)'),
+        DeclareLaunchArgument(
+            'view', default_value='false',
+            description='Serve the live 3D view at http://127.0.0.1:<view_port> (open it in a browser)'),
+        DeclareLaunchArgument(
+            'view_port', default_value='8080',
+            description="The live view's port"),
+        DeclareLaunchArgument(
+            'foxglove', default_value='false',
+            description='Also serve every topic over the Foxglove WebSocket protocol at '
+                        'ws://127.0.0.1:<foxglove_port> (Foxglove, Lichtblick)'),
+        DeclareLaunchArgument(
+            'foxglove_port', default_value='8765',
+            description="The Foxglove server's port"),
     ]
 
     sim_node = Node(
@@ -69,6 +90,10 @@ def generate_launch_description():
             'config': ParameterValue(config, value_type=str),
             'real_time_factor': ParameterValue(rtf, value_type=float),
             'use_sim_time': ParameterValue(use_sim_time, value_type=bool),
+            'view': ParameterValue(view, value_type=bool),
+            'view_port': ParameterValue(view_port, value_type=int),
+            'foxglove': ParameterValue(foxglove, value_type=bool),
+            'foxglove_port': ParameterValue(foxglove_port, value_type=int),
         }],
         output='screen',
     )

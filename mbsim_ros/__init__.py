@@ -11,13 +11,13 @@ from .formats import load_model, to_urdf
 
 # The dynamics layer imports numba (about half a second); loaders and the CLI's help do not
 # need it, so its names are imported on first use.
-_DYNAMICS = ("Simulation", "center_of_mass", "forward_dynamics", "frame_jacobian", "integrate",
+_DYNAMICS = ("BatchSimulation", "center_of_mass", "forward_dynamics", "frame_jacobian", "integrate",
              "inverse_dynamics", "link_accelerations", "link_transforms", "link_velocities",
              "mass_matrix")
 
 
 def __getattr__(name):
-    if name == "Simulation":          # the dynamics Simulation plus the models' sensors
+    if name == "Simulation":          # the dynamics' Physics plus the models' sensors
         from .sensors import Simulation
         return Simulation
     if name in ("Reading", "Images", "Noise", "SensorConfigError"):
@@ -34,7 +34,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Frame", "Images", "Joint", "Link", "LoopConstraint", "Model", "ModelError", "Noise", "Reading",
     "Sensor", "SensorConfigError", "Shape",
-    "SimulationError", "load_model", "to_urdf", "Simulation", "center_of_mass",
+    "SimulationError", "load_model", "to_urdf", "BatchSimulation", "Simulation", "center_of_mass",
     "forward_dynamics", "frame_jacobian", "integrate", "inverse_dynamics", "link_accelerations", "link_transforms",
     "link_velocities", "mass_matrix",
 ]

@@ -57,19 +57,33 @@ class Capture(NullTransport):
 
 
 def bridge_on(models, config):
-    """(sim, bridge, transport): a Simulation of `models` under `config`, published by a started
-    Bridge over a Capture (the initial state already sent)."""
+    """(sim, bridge, transport): a Simulation of `models` under `config`, published by a Bridge
+    over a Capture, the bridge a listener of a Session at rtf 0 (bridge.session: publishing
+    inline, joint commands applied between steps; the initial state already sent)."""
     from mbsim_ros.ros.bridge import Bridge
-    from mbsim_ros.ros.session import simulation
-    sim = simulation(models, config)
+    from mbsim_ros.run import Session, build_simulation
+    sim = build_simulation(models, config)
     transport = Capture()
     bridge = Bridge(sim, transport, config)
-    bridge.start()
+    Session(sim, config.replace(real_time_factor=0.0), listeners=[bridge])
     return sim, bridge, transport
 
 
 def steps(sim, bridge, n):
-    """n steps, each handed to the bridge as the runner does."""
+    """n steps, each handed to the bridge as the runner does (through its session, when it has
+    one: joint control and all)."""
+    if bridge.session is not None:
+        bridge.session.step(n)
+        return
     for _ in range(n):
         sim.step()
         bridge.on_step(sim)
+
+
+def ros_session(sim, transport, config, **options):
+    """(session, bridge): a Session of `sim` under `config` whose listener is a Bridge on
+    `transport` (what `mbsim run` and the sim_node build); options go to the Session."""
+    from mbsim_ros.ros.bridge import Bridge
+    from mbsim_ros.run import Session
+    bridge = Bridge(sim, transport, config, log=options.get("log"))
+    return Session(sim, config, listeners=[bridge], **options), bridge

@@ -2,6 +2,7 @@
 the ROS 2 environment (real rclpy from the PyPI wheels, our interface packages) for this process
 and for every process a test starts (`subprocess_env`)."""
 import os
+import socket
 import pathlib
 import random
 import sys
@@ -37,9 +38,20 @@ def _ros_interfaces():
 
 
 ROS_MISSING = _ros_interfaces()
-# One DDS domain for the whole session, on loopback: other test sessions on this machine run DDS
-# tests at the same time. 100-199 (the cyclonedds tests pick 201-230; Fast DDS allows up to 232).
-os.environ["ROS_DOMAIN_ID"] = str(random.SystemRandom().randrange(100, 200))
+
+
+def _ros_domain() -> int:
+    """One DDS domain for the whole session, on loopback: other test sessions on this machine run
+    DDS tests at the same time. 100-199 (the cyclonedds tests pick 201-230; Fast DDS allows up to
+    232); under pytest-xdist (-n) each worker of a run gets its own: consecutive from one chosen
+    per run."""
+    run, worker = os.environ.get("PYTEST_XDIST_TESTRUNUID"), os.environ.get("PYTEST_XDIST_WORKER", "")
+    if run and worker.startswith("gw"):
+        return 100 + (int(run, 16) + int(worker[2:])) % 100
+    return random.SystemRandom().randrange(100, 200)
+
+
+os.environ["ROS_DOMAIN_ID"] = str(_ros_domain())
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 # The environment as it is now, before any test module imports opensim (which sets
 # LD_LIBRARY_PATH to PATH, after which a child process cannot load the ROS libraries).
@@ -52,6 +64,19 @@ def subprocess_env(**extra) -> dict:
     env = dict(_ENVIRONMENT)
     env.update({k: str(v) for k, v in extra.items()})
     return env
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now (for a test's server)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def lower_priority():
+    """preexec_fn of a CPU-heavy child whose speed no test measures (a cold compile): run beside
+    it (pytest -n), tests that pace against the wall clock keep their share of the cores."""
+    os.nice(10)
 
 
 OWN_MODELS = HERE / "models"
@@ -71,3 +96,28 @@ def shared_models(subdir, pattern):
     """All matching shared model paths, for parametrizing; empty where ../shared is absent."""
     folder = SHARED_MODELS / subdir
     return sorted(folder.glob(pattern)) if folder.is_dir() else []
+
+
+def example_robot(*parts) -> pathlib.Path:
+    """Path to a robot file of the `example-robot-data` wheel (test extra), e.g.
+    example_robot("solo_description", "robots", "solo12.urdf"). The wheel installs its robots
+    under cmeel.prefix/share/example-robot-data/robots, with no Python module to ask."""
+    from importlib import metadata
+    try:
+        dist = metadata.distribution("example-robot-data")
+    except metadata.PackageNotFoundError:
+        pytest.fail("example-robot-data is not installed (pip install -e .[test] installs it)")
+    path = pathlib.Path(dist.locate_file("cmeel.prefix/share/example-robot-data/robots")).joinpath(*parts)
+    assert path.exists(), f"{path}: not in this example-robot-data release"
+    return path
+
+
+# Files that take minutes, slowest first, go to the front: with -n, the other worker works
+# through the rest beside them instead of one worker finishing them alone at the end.
+SLOW_FILES = ("test_warmup.py", "test_live_browser.py", "test_node_view.py", "test_replay.py",
+              "test_compile_once.py", "test_node.py")
+
+
+def pytest_collection_modifyitems(items):
+    rank = {name: k for k, name in enumerate(SLOW_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(SLOW_FILES)))

@@ -19,8 +19,8 @@ def test_run_simulates_the_bundled_world_and_prints_a_summary(capsys):
     assert "/SR1/joint_states" in out and "/SR1/WaistAccelSensor" in out      # messages per topic
 
 
-def _run_with_a_stall(capsys, monkeypatch, seconds=0.1, at=0.1):
-    """mbsim run of 5000 steps at rtf 2 whose physics thread stalls once, `at` s into the run:
+def _run_with_a_stall(capsys, monkeypatch, seconds=0.1, at=0.1, rtf=2):
+    """mbsim run of 5000 steps at `rtf` whose physics thread stalls once, `at` s into the run:
     the summary's lateness (mean/p50/p99/max in ms) and the whole summary line."""
     from mbsim_ros.ros import bridge
     on_step = bridge.Bridge.on_step
@@ -30,7 +30,7 @@ def _run_with_a_stall(capsys, monkeypatch, seconds=0.1, at=0.1):
             time.sleep(seconds)
         on_step(self, sim)
     monkeypatch.setattr(bridge.Bridge, "on_step", stalling)
-    assert cli.main(["run", "--duration", "5", "--rtf", "2", "--quiet", "--transport", "none"]) == 0
+    assert cli.main(["run", "--duration", "5", "--rtf", str(rtf), "--quiet", "--transport", "none"]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("steps: 5000"))
     return [float(x) for x in line.split("lateness mean/p50/p99/max: ")[1].split()[0].split("/")], line
 
@@ -46,7 +46,9 @@ def test_the_run_summary_gives_the_lateness_of_every_step(capsys, monkeypatch):
 
 def test_a_run_longer_than_the_summary_window_says_which_steps_its_lateness_covers(capsys, monkeypatch):
     monkeypatch.setattr(cli, "_SUMMARY_STEPS", 1000)
-    (mean, p50, p99, worst), line = _run_with_a_stall(capsys, monkeypatch)
+    # at rtf 1 the catch-up after the stall ends long before the last 1000 steps even on a busy
+    # machine (at rtf 2 a machine that barely keeps 2x stays behind to the end)
+    (mean, p50, p99, worst), line = _run_with_a_stall(capsys, monkeypatch, rtf=1)
     assert "(of the last 1000 steps)" in line
     assert worst < 60.0, line              # the stall, 4.9 simulated s before the end, is out of it
 
@@ -143,7 +145,7 @@ def not_a_bag(tmp_path):
     (["run", "--duration", "0.0001", "--transport", "none"], ["duration of 0.0001 s", "dt = 0.001 s"]),
     (["render", "--width", "0", "-o", "{tmp}/x.png"], ["--width 0"]),
     (["render", "--height", "0", "-o", "{tmp}/x.png"], ["--height 0"]),
-    (["render", "--fov", "0", "-o", "{tmp}/x.png"], ["--fov 0", "between 0 and pi"]),
+    (["render", "--fov", "0", "-o", "{tmp}/x.png"], ["--fov 0", "between 1e-06 and pi"]),
     (["render", "--fov", "3.5", "-o", "{tmp}/x.png"], ["--fov 3.5"]),
     (["render", "-o", "{tmp}/x.bmp"], ["x.bmp", ".png, .jpg"]),
     (["render", "-o", "{tmp}/x.png", "--depth", "{tmp}/d.tiff"], ["--depth", "d.tiff"]),
@@ -217,7 +219,9 @@ def test_info_prints_each_loader_note_once(tmp_path, capsys):
     status, out, err = cli_status(["info", _missing_mesh_urdf(tmp_path)], capsys)
     assert status == 0 and not err
     notes = [line for line in out.splitlines() if line.startswith("note:")]
-    assert len(notes) == 2 and len(set(notes)) == 2
+    assert len(notes) == 3 and len(set(notes)) == 3
+    assert notes[0] == "note: ghost: root link base floats (no link named world welds it: the URDF convention, " \
+                       "as in Gazebo); --fixed-base (floating_base: false) welds it"
     assert sum("base_missing.stl" in n for n in notes) == 1 and sum("arm_missing.dae" in n for n in notes) == 1
 
 
@@ -326,14 +330,14 @@ def test_z_up_from_the_command_line(capsys):
 
 
 def test_z_up_from_the_config_and_the_node_parameter(tmp_path):
-    from mbsim_ros.ros.config import load_config
-    from mbsim_ros.ros.node import PARAMETER_DEFAULTS, config_from_parameters
-    from mbsim_ros.ros.world import load_world
+    from mbsim_ros.run.config import load_config
+    from mbsim_ros.ros.parameters import PARAMETER_DEFAULTS, config_from_parameters
+    from mbsim_ros.run.world import load_world
     config_file = tmp_path / "c.yaml"
     config_file.write_text(f"model: {ARM}\nz_up: true\n")
     for config in (load_config(config_file),
                    config_from_parameters(dict(PARAMETER_DEFAULTS, model=ARM, z_up=True), "/")):
-        assert config["z_up"] is True
+        assert config.z_up is True
         (arm,), notes = load_world(config)
         np.testing.assert_allclose(arm.gravity, [0, 0, -9.80665], atol=1e-12)
     (arm,), _ = load_world(load_config(None, {"model": ARM}))

@@ -5,6 +5,11 @@ import os
 import sys
 
 
+# local worker processes per core at most: each holds a Python, numba and the world (a typo such
+# as --workers 10000 would start that many processes)
+MAX_WORKERS_PER_CORE = 4
+
+
 def add_arguments(p):
     p.add_argument("spec", help="the batch file (YAML: world, duration, seeds, parameters, metrics)")
     p.add_argument("-o", "--output", metavar="DIR", help="results directory (default: <spec name>-results)")
@@ -23,11 +28,14 @@ def add_arguments(p):
 
 
 def main(args):
-    from .runner import BatchInterrupted, RESULTS, _require, run_batch
+    from .runner import BatchInterrupted, RESULTS, require_dask, run_batch
     from .spec import SpecError, load_spec, prepare
-    _require()
-    if args.workers is not None and args.workers < 0:
-        raise SpecError(f"--workers {args.workers}: expected 0 (this process) or more")
+    require_dask()
+    cores = os.cpu_count() or 1
+    if args.workers is not None and not 0 <= args.workers <= MAX_WORKERS_PER_CORE * cores:
+        raise SpecError(f"--workers {args.workers}: expected 0 (this process) to {MAX_WORKERS_PER_CORE * cores} "
+                        f"({MAX_WORKERS_PER_CORE} per core of the {cores} here: a scenario keeps one core busy, "
+                        "more workers only add memory; a larger cluster is --scheduler ADDRESS)")
     baseline = None
     if args.compare:
         import pyarrow.parquet as pq

@@ -1,29 +1,27 @@
-"""A world run headless as fast as possible, driven through the inputs a ROS node gets.
+"""A world run headless as fast as possible, driven through the calls a ROS node makes.
 
-    world = Harness(models, config)                   # config: the run configuration (ros/config.py)
-    world.joint_commands(["RARM_ELBOW"], position=[-0.5])   # NS/joint_commands, as a controller sends it
+    world = Harness(models, config)                   # config: the run configuration (run/config.py)
+    world.joint_commands(["RARM_ELBOW"], position=[-0.5])   # what NS/joint_commands does on the node
     world.run(1.0)                                    # simulated seconds, at real-time factor 0
     sig = world.signals()                             # what happened: Signals (signals.py)
 
-Inputs are serialized as the ROS messages (sensor_msgs/JointState, std_msgs/Float64MultiArray)
-and handed to the Bridge's own subscriptions, so they take exactly the path they take in
-`mbsim run` and the sim_node: decoding, the Bridge's PD gains and effort handling for
-joint_commands / joint_efforts, actuator names for actuator_controls, input names for inputs;
-errors are reported once each (Harness.errors), as on the node. As on the node, the Bridge
-turns commands into tau after each step, so a command sent now acts from the second step on.
+The inputs are the run.Session's calls that the node's topics translate into (command_joints,
+set_joint_efforts, set_actuator_controls, set_inputs): the same PD gains and effort handling,
+actuator and input names; errors are reported once each (Harness.errors), as on the node. As
+on the node, joint control turns commands into tau after each step, so a command sent now acts
+from the second step on.
 
 Recording: every step, the state (t, q, v), the tau that step applied and the largest contact
 force; every new accelerometer/gyro/force reading. With a bag, every topic is also written to a
-rosbag2 MCAP directory exactly as `mbsim run --bag` writes it. No rclpy, no network.
+rosbag2 MCAP directory exactly as `mbsim run --bag` writes it (the ROS bridge is then the
+session's listener). No rclpy, no network.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..dynamics.constraints import STAT_NCON
-from ..ros import messages as msg
-from ..ros.bridge import Bridge
-from ..ros.transport import FanoutTransport, NullTransport
+from ..run.control import joint_dofs
 from ..sensors.devices import KINEMATIC
 from .._kernel_cache import kernel_cache
 from .signals import Signals
@@ -32,79 +30,65 @@ with kernel_cache("batch"):
     from .record import record_kernel
 
 
-class Inbox(NullTransport):
-    """Discards what is published; lets the harness deliver input messages to subscriptions."""
-
-    kind = "inbox"
-    receives = True
-
-    def __init__(self):
-        super().__init__()
-        self.subs = {}
-
-    def _subscribe(self, sub):
-        self.subs[sub.topic] = sub
-
-    def deliver(self, topic, data):
-        sub = self.subs.get(topic)
-        if sub is None:
-            raise KeyError(f"{topic}: the world has no such input (inputs: {', '.join(sorted(self.subs))})")
-        sub.deliver(data)
-
-
 class Harness:
-    """models: Model or list (already held by load_world when wanted); config: run configuration
-    (keys of ros/config.py DEFAULTS; missing keys take their defaults); bag: a new directory to
-    record every topic into, or None."""
+    """models: Model or list (already held by load_world when wanted); config: a RunConfig
+    (run/config.py), or a mapping of its keys (the others take their defaults); always run at
+    real-time factor 0. bag: a new directory to record every topic into, or None."""
 
     def __init__(self, models, config=None, bag=None):
-        from ..ros.config import load_config
-        from ..ros.session import simulation
-        from ..ros.world import apply_model_settings
-        self.config = load_config(None, {k: v for k, v in (config or {}).items()})
-        self.config["real_time_factor"] = 0.0
+        from ..run import Session, load_config, build_simulation
+        from ..run.config import RunConfig
+        from ..run.world import apply_model_settings
+        if isinstance(config, RunConfig):
+            self.config = config.replace(real_time_factor=0.0)
+        else:
+            self.config = load_config(None, dict(config or {}, real_time_factor=0.0))
         models = models if isinstance(models, (list, tuple)) else [models]   # a World keeps its names, poses
         self.notes = apply_model_settings(self.config, models)
-        self.sim = sim = simulation(models, self.config)
-        self.inbox = Inbox()
+        listeners = []
         self.bag = None
-        transport = self.inbox
-        if bag is not None:
+        if bag is not None:            # recorded as `mbsim run --bag` records: the ROS bridge on a bag
             from ..ros.bag import BagTransport
+            from ..ros.bridge import WARM_UP_JOBS, Bridge
+            self.sim = sim = build_simulation(models, self.config, warm_up_jobs=WARM_UP_JOBS)
             self.bag = BagTransport(bag)
-            transport = FanoutTransport([self.inbox, self.bag])
-        self.transport = transport
-        self.bridge = Bridge(sim, transport, self.config)
-        self.bridge.start()
-        self.errors = self.bridge.errors          # input errors, reported once each as on the node
+            listeners.append(Bridge(sim, self.bag, self.config))
+        else:
+            self.sim = sim = build_simulation(models, self.config)
+        self.session = Session(sim, self.config, listeners=listeners)
+        self.dofs = joint_dofs(sim)
+        self.errors = []                          # input errors, reported once each as on the node
         self._ticks = []                          # [period steps, next step, fn]
         self._recorder = _Recorder(sim)
         self._recorder.record(0)
         self._closed = False
 
-    # -- inputs, as a ROS node receives them -------------------------------------------------
-    def _send(self, topic, data):
-        self.inbox.deliver(self.bridge.topic(topic), data)
+    # -- inputs, the calls a ROS node's topics make ----------------------------------------------
+    def _report(self, error):
+        if error not in self.errors:
+            self.errors.append(error)
 
     def joint_commands(self, name, position=None, velocity=None, effort=None):
-        """NS/joint_commands (sensor_msgs/JointState): efforts, or position/velocity targets
-        tracked with the configuration's pd_gains."""
+        """As NS/joint_commands: efforts, or position/velocity targets tracked with the
+        configuration's pd_gains (Session.command_joints)."""
         names = [name] if isinstance(name, str) else list(name)
-        self._send("joint_commands", msg.joint_state(self.sim.t, names, position, velocity, effort))
+        as_array = (lambda x: None if x is None else np.asarray(x, dtype=float))
+        self.session.command_joints(names, as_array(position), as_array(velocity), as_array(effort),
+                                    report=self._report)
 
     def joint_efforts(self, values):
-        """NS/joint_efforts (std_msgs/Float64MultiArray): every DOF's effort in model order."""
-        self._send("joint_efforts", msg.float64_array(values))
+        """As NS/joint_efforts: every DOF's effort in model order."""
+        self.session.set_joint_efforts(values, report=self._report)
 
     def actuator_controls(self, name, effort):
-        """NS/actuator_controls (JointState name/effort): actuator controls."""
+        """As NS/actuator_controls: actuator controls by name."""
         names = [name] if isinstance(name, str) else list(name)
-        self._send("actuator_controls", msg.joint_state(self.sim.t, names, effort=np.atleast_1d(effort)))
+        self.session.set_actuator_controls(list(zip(names, np.atleast_1d(effort).astype(float))), report=self._report)
 
     def inputs(self, name, position):
-        """NS/inputs (JointState name/position): run-time inputs of Chrono CONTROLLER functions."""
+        """As NS/inputs: run-time inputs of Chrono CONTROLLER functions by name."""
         names = [name] if isinstance(name, str) else list(name)
-        self._send("inputs", msg.joint_state(self.sim.t, names, position=np.atleast_1d(position)))
+        self.session.set_inputs(list(zip(names, np.atleast_1d(position).astype(float))), report=self._report)
 
     # -- what a node would read ----------------------------------------------------------------
     @property
@@ -119,10 +103,10 @@ class Harness:
         return float(self.sim.v[self._dof(dof)[1]])
 
     def _dof(self, name):
-        for n, iq, iv, _ in self.bridge.dofs:
+        for n, iq, iv, _ in self.dofs:
             if n == name:
                 return iq, iv
-        raise KeyError(f"no joint DOF named {name!r} (joint_states has {', '.join(self.bridge.dof_names)})")
+        raise KeyError(f"no joint DOF named {name!r} (joint_states has {', '.join(d[0] for d in self.dofs)})")
 
     def readings(self):
         """{sensor name: Reading}: what the sensor topics carry now."""
@@ -145,7 +129,7 @@ class Harness:
 
     def run_until(self, t_end):
         sim, rec, ticks = self.sim, self._recorder, self._ticks
-        after = self.bridge.on_step if self.bag is not None else self.bridge.controller.apply
+        step = self.session.step
         k, k_end = self._step_count(), int(round(t_end / sim.dt))
         while k < k_end:
             for tick in ticks:
@@ -153,20 +137,18 @@ class Harness:
                     tick[1] += tick[0]
                     tick[2](self)
             rec.tau_row()
-            sim.step()
-            after(sim)
+            step()
             rec.record_step()
             k += 1
 
     def signals(self) -> Signals:
         """The recorded signals so far (copies)."""
-        return self._recorder.signals(self.sim, self.bridge.dofs)
+        return self._recorder.signals(self.sim, self.dofs)
 
     def close(self):
         if not self._closed:
             self._closed = True
-            self.bridge.close()
-            self.transport.close()
+            self.session.close()
 
     def __enter__(self):
         return self

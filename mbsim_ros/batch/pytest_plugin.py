@@ -21,8 +21,8 @@ import pytest
 
 def make_world(models=None, config=None, bag=None):
     from ..model import Model
-    from ..ros.config import load_config
-    from ..ros.world import load_world
+    from ..run.config import load_config
+    from ..run.world import load_world
     from .harness import Harness
     from .scenario import optical_off
     config = dict(config or {})

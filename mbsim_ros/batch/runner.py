@@ -31,7 +31,7 @@ RESULTS = "results.parquet"
 STATE = "batch.json"
 
 
-def _require():
+def require_dask():
     try:
         import pyarrow  # noqa: F401
         import dask.distributed  # noqa: F401
@@ -195,7 +195,7 @@ def run_batch(spec, out_dir, scheduler=None, workers=None, resume=False, bags="n
     workers are ignored). on_row(row): called for each row as it arrives (in this process).
     KeyboardInterrupt (or BatchInterrupted from on_row) keeps what finished and re-raises as
     BatchInterrupted."""
-    _require()
+    require_dask()
     if bags not in ("none", "failed", "all"):
         raise SpecError(f"--bags {bags}: expected none, failed or all")
     world = spec.world_bytes()

@@ -19,7 +19,8 @@ import warnings
 import numpy as np
 
 from .metrics import evaluate, load_callable
-from .spec import POSE_FIELDS
+
+POSE_FIELDS = ("x", "y", "z", "roll", "pitch", "yaw")   # model.<M>.<f>: added to the initial pose
 
 OPTICAL = ("range", "camera")
 
@@ -28,7 +29,7 @@ def optical_off(config, models):
     """Cameras and range sensors stay off in a batch unless the run configuration enables them
     (rendering would cost more than the physics; no metric reads them). Returns a note."""
     off = []
-    sensors = config["sensors"]
+    sensors = config.sensors
     for model in models:
         for s in model.sensors:
             if s.type in OPTICAL and not (sensors.get(s.name) or {}).get("enabled", False):
@@ -77,10 +78,10 @@ def apply_overrides(models, config, params):
                 raise KeyError(f"sensor {sensor.name!r} is a {sensor.type}; noise and bias sweep accelerometers, "
                                "gyros and force sensors")
             key = "stddev" if parts[2] == "noise" else "bias_stddev"
-            cfg = dict(config["sensors"].get(sensor.name) or {})
+            cfg = dict(config.sensors.get(sensor.name) or {})
             noise = cfg.get("noise") or {}
             cfg["noise"] = [dict(b, **{key: value}) for b in noise] if isinstance(noise, list) else dict(noise, **{key: value})
-            config["sensors"][sensor.name] = cfg
+            config.sensors[sensor.name] = cfg
         elif kind == "model":           # by entity name (a World's names) or the model's own
             entities = [n or m.name for n, m in zip(getattr(models, "names", None) or [None] * len(models), models)]
             if parts[1] not in entities:
@@ -156,9 +157,9 @@ def run_scenario(world, scenario, bags="none"):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            models, config = world["models"], dict(world["config"])
-            config["sensors"] = {k: dict(v) for k, v in config["sensors"].items()}
-            config["seed"] = scenario["seed"]
+            models, config = world["models"], world["config"]       # fresh copies (unpickled)
+            config.sensors = {k: dict(v) for k, v in config.sensors.items()}
+            config.seed = scenario["seed"]
             apply_overrides(models, config, params)
             harness = Harness(models, config, bag=os.path.join(tmp, "bag") if tmp else None)
             drive(harness, world, params)

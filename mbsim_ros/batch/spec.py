@@ -39,7 +39,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..model import ConfigError
-from ..ros.config import read_yaml_mapping
+from ..run.config import read_yaml_mapping
+from .scenario import POSE_FIELDS
 
 
 class SpecError(ConfigError):
@@ -62,7 +63,6 @@ FIELDS = {
     ("sensor", "noise"): ("the sensor's white noise stddev", 0.0, False),
     ("sensor", "bias"): ("the sensor's turn-on bias stddev", 0.0, False),
 }
-POSE_FIELDS = ("x", "y", "z", "roll", "pitch", "yaw")   # model.<M>.<f>: added to the initial pose
 PARAMETERS = ("link.<link>.mass|friction|restitution, joint.<joint>.damping|stiffness|friction|q0, "
               "sensor.<sensor>.noise|bias, model.<model>.x|y|z|roll|pitch|yaw, controller, "
               "controller.<option>, schedule")
@@ -171,7 +171,7 @@ def load_spec(source, base_dir=None) -> BatchSpec:
     if "duration" not in data:
         _fail(where, "duration", "missing: the simulated seconds per scenario")
     duration = _number(where, "duration", data["duration"], 0.0, strict=True)
-    seeds = data.get("seeds", [config["seed"]])
+    seeds = data.get("seeds", [config.seed])
     if isinstance(seeds, int) and not isinstance(seeds, bool):
         seeds = list(range(_number(where, "seeds", seeds, 1, integer=True)))
     if not isinstance(seeds, list) or not seeds:
@@ -216,7 +216,7 @@ def load_spec(source, base_dir=None) -> BatchSpec:
 
 
 def _config(where, data, base_dir):
-    from ..ros.config import load_config
+    from ..run.config import load_config
     world = data.get("world") or {}
     if not isinstance(world, dict):
         _fail(where, "world", f"expected a mapping of run settings, got {world!r}")
@@ -238,7 +238,7 @@ def _config(where, data, base_dir):
     try:
         config = load_config(path)
         for key in EXCLUDED_CONFIG:
-            if config[key]:
+            if getattr(config, key):
                 _fail(where, f"config {path}: {key}", "real devices, serial ports and commands have no "
                                                        "place in a headless batch")
         config = load_config(path, world)
@@ -246,7 +246,7 @@ def _config(where, data, base_dir):
         raise
     except ConfigError as e:
         raise SpecError(f"{where}: world: {e}") from None
-    config["real_time_factor"] = 0.0
+    config.real_time_factor = 0.0
     return config
 
 
@@ -390,7 +390,7 @@ def _metrics(where, metrics, axes):
 def prepare(spec: BatchSpec) -> BatchSpec:
     """Load the models (client side), check every parameter address and the metrics' options
     against them, and expand the scenarios. Returns spec (filled in)."""
-    from ..ros.world import load_world
+    from ..run.world import load_world
     try:
         models, notes = load_world(spec.config)
     except ConfigError as e:

@@ -1,4 +1,5 @@
-"""Rigid-body dynamics in generalized coordinates: compiled models, numba kernels, Simulation.
+"""Rigid-body dynamics in generalized coordinates: compiled models, numba kernels, Physics
+(the step; sensors.Simulation adds the models' sensors: the Simulation a user meets).
 Imports only model/."""
 from .._kernel_cache import kernel_cache
 
@@ -7,7 +8,8 @@ with kernel_cache("dynamics"):   # every kernel module is imported here, under t
                       link_accelerations, link_transforms, link_velocities, mass_matrix)
     from .compiled import compile_models
     from . import functions  # noqa: F401  (imported under the cache, for the kernels that call it)
-    from .simulation import Simulation
+    from .physics import Physics
+    from .batch_simulation import BatchSimulation
 
-__all__ = ["Simulation", "center_of_mass", "compile_models", "forward_dynamics", "frame_jacobian",
+__all__ = ["BatchSimulation", "Physics", "center_of_mass", "compile_models", "forward_dynamics", "frame_jacobian",
            "integrate", "inverse_dynamics", "link_accelerations", "link_transforms", "link_velocities", "mass_matrix"]

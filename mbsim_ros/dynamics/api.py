@@ -6,28 +6,68 @@ import weakref
 
 import numpy as np
 
+from ..model import ModelError
 from . import kernels
 from .compiled import check_movable, compile_models
 
 _cache = weakref.WeakKeyDictionary()
+_F64 = np.dtype(np.float64)
+_last = (lambda: None, None)     # (weak reference to the last model asked for, its _Compiled): one
+                                 # tuple, replaced whole, so that threads never see a mixed pair
+
+
+class _Compiled:
+    """One model's compiled arrays and workspace for the functions here, with what every call
+    needs at hand (sizes, the buffers, whether forward dynamics is defined)."""
+    __slots__ = ("revision", "compiled", "tf", "ti", "df", "data", "nq", "nv", "gravity", "gravity_now",
+                 "unmovable")
+
+    def __init__(self, model):
+        c = compile_models(model)
+        self.revision, self.compiled = model.revision, c
+        self.tf, self.ti, self.nq, self.nv, self.gravity = c.tf, c.ti, c.nq, c.nv, c.tree.gravity
+        self.gravity_now = self.gravity.tolist()     # what the compiled gravity holds
+        self.df, self.data = c.new_data()
+        try:
+            check_movable(c, f"forward_dynamics of model {model.name!r}")
+            self.unmovable = None
+        except ModelError as e:
+            self.unmovable = str(e)       # raised by every forward_dynamics call
+
+
+def _compiled(model) -> _Compiled:
+    """The model's _Compiled, rebuilt when the model changed (its revision), gravity read anew
+    (a user setting). The last model asked for is found without a dictionary look-up: loops
+    that call forward_dynamics on one model pay the least."""
+    global _last
+    ref, e = _last
+    if ref() is not model or e.revision != model.revision or not model._finalized:
+        if not model._finalized:
+            model.finalize()
+        e = _cache.get(model)
+        if e is None or e.revision != model.revision:
+            e = _cache[model] = _Compiled(model)
+        _last = (weakref.ref(model), e)
+    g = model.gravity
+    g = g.tolist() if type(g) is np.ndarray else [float(x) for x in g]
+    if g != e.gravity_now:       # reading the three numbers costs a third of writing them
+        e.gravity[:] = g
+        e.gravity_now = g
+    return e
 
 
 def compiled_for(model):
-    """(Compiled, Data) for one model, from the cache when the model has not changed."""
-    if not model._finalized:
-        model.finalize()
-    entry = _cache.get(model)
-    if entry is None or entry[0] != model.revision:
-        c = compile_models(model)
-        entry = (model.revision, c) + c.new_data()
-        _cache[model] = entry
-    c = entry[1]
-    c.tree.gravity[:] = model.gravity      # gravity is a user setting, read at every call
-    return c, entry[2], entry[3]
+    """(Compiled, Data buffer, Data) for one model, from the cache when the model has not changed."""
+    e = _compiled(model)
+    return e.compiled, e.df, e.data
 
 
 def as_vector(x, n, what):
     """x as a contiguous float64 vector of length n, or a ValueError saying what was wrong."""
+    # the common case first, by the cheapest tests: an array that owns its memory is contiguous
+    if type(x) is np.ndarray and x.dtype is _F64 and x.ndim == 1 and len(x) == n and (
+            x.base is None or x.flags.c_contiguous):
+        return x
     a = np.ascontiguousarray(x, dtype=np.float64)
     if a.shape != (n,):
         raise ValueError(f"{what}: expected a vector of length {n}, got shape {a.shape}")
@@ -38,29 +78,30 @@ def forward_dynamics(model, q, v, tau):
     """qdd from the articulated-body algorithm; tau is the whole generalized force (no
     joint springs, dampers or friction are added). ModelError naming the joints that move only
     massless links (no acceleration is defined there)."""
-    c, df, _ = compiled_for(model)
-    check_movable(c, f"forward_dynamics of model {model.name!r}")
-    out = np.empty(c.nv)
-    kernels.forward_dynamics_kernel(c.tf, c.ti, df, as_vector(q, c.nq, "q"), as_vector(v, c.nv, "v"),
-                                    as_vector(tau, c.nv, "tau"), out)
+    e = _compiled(model)
+    if e.unmovable is not None:
+        raise ModelError(e.unmovable)
+    out = np.empty(e.nv)
+    kernels.forward_dynamics_kernel(e.tf, e.ti, e.df, as_vector(q, e.nq, "q"), as_vector(v, e.nv, "v"),
+                                    as_vector(tau, e.nv, "tau"), out)
     return out
 
 
 def inverse_dynamics(model, q, v, qdd):
     """tau = M(q) qdd + C(q, v) v + g(q) by the recursive Newton-Euler algorithm."""
-    c, df, _ = compiled_for(model)
-    out = np.empty(c.nv)
-    kernels.inverse_dynamics_kernel(c.tf, c.ti, df, as_vector(q, c.nq, "q"), as_vector(v, c.nv, "v"),
-                                    as_vector(qdd, c.nv, "qdd"), out)
+    e = _compiled(model)
+    out = np.empty(e.nv)
+    kernels.inverse_dynamics_kernel(e.tf, e.ti, e.df, as_vector(q, e.nq, "q"), as_vector(v, e.nv, "v"),
+                                    as_vector(qdd, e.nv, "qdd"), out)
     return out
 
 
 def mass_matrix(model, q):
     """The joint-space mass matrix M(q) by the composite-rigid-body algorithm (armature
     gear_ratio^2 * rotor_inertia on the diagonal)."""
-    c, df, _ = compiled_for(model)
-    out = np.zeros((c.nv, c.nv))
-    kernels.mass_matrix_kernel(c.tf, c.ti, df, as_vector(q, c.nq, "q"), out)
+    e = _compiled(model)
+    out = np.zeros((e.nv, e.nv))
+    kernels.mass_matrix_kernel(e.tf, e.ti, e.df, as_vector(q, e.nq, "q"), out)
     return out
 
 

@@ -245,6 +245,7 @@ def compile_models(models, entities=None, names=None, placements=None) -> Compil
     compiled = Compiled(tf, ti, models, q_off, v_off, joint_of_v, link_names, list(entities), names, offsets,
                         [np.asarray(p, float) for p in placements])
     compiled.massless_v = massless_v[tree.armature[massless_v] <= 0.0]   # a rotor inertia moves its DOF
+    compiled.determined_v = np.zeros(0, dtype=np.int64)   # see constrained_massless
     return compiled
 
 
@@ -275,3 +276,115 @@ def check_movable(compiled, what):
                          "inverse_dynamics are defined); give the links an inertia, make the joints fixed, "
                          "or opt in to an armature as MuJoCo's: massless_armature=<kg m^2> (Simulation argument, "
                          "run configuration key, sim_node parameter) or mbsim run --massless-armature <kg m^2>")
+
+
+MASSLESS_BOUND = 0.01     # a massless leaf's mass and inertia: this fraction of the body it hangs from
+
+
+def bound_massless_leaves(compiled):
+    """Give the bodies of massless leaves (subtrees with no mass or inertia whose links and
+    DOFs no loop constraint, coordinate coupler or motor touches: a gripper finger without
+    <inertial>) MASSLESS_BOUND of the mass and central inertia of the nearest massive body they
+    hang from, at their own origin, as MuJoCo's boundmass/boundinertia raise light bodies.
+    Returns [(joint names, that body's link name, mass kg, inertia kg m^2)] per leaf, and
+    updates compiled.massless_v (what is left is determined by constraints, or hangs from no
+    mass)."""
+    t = compiled.tree
+    nb = len(t.parent)
+    own = np.array([t.mass[k] + np.trace(t.Io[k]) for k in range(nb)])
+    sub = own.copy()
+    for k in range(nb - 1, -1, -1):
+        if t.parent[k] >= 0:
+            sub[t.parent[k]] += sub[k]
+    touched_links, touched_v = set(), set()
+    for mi, model in enumerate(compiled.models):
+        _, _, v0 = compiled.offsets[mi]
+        for c in list(model.constraints) + list(model.motors):
+            touched_links |= {compiled.link_index(mi, n) for n in (c.link1, c.link2) if n is not None}
+        for c in model.couplers:
+            touched_v |= {v0 + model.dof_names.index(n) for n in (c.dependent, c.independent)}
+    touched_bodies = {int(t.link_body[k]) for k in touched_links} | \
+        {k for k in range(nb) for i in range(t.iv[k], t.iv[k] + t.nvb[k]) if i in touched_v}
+    children = [[] for _ in range(nb)]
+    for k in range(nb):
+        if t.parent[k] >= 0:
+            children[t.parent[k]].append(k)
+    leaves = []
+    for top in range(nb):
+        p = t.parent[top]
+        if sub[top] > 0 or (p >= 0 and sub[p] <= 0):
+            continue                       # not the top of a massless subtree
+        subtree, stack = [], [top]
+        while stack:
+            k = stack.pop()
+            subtree.append(k)
+            stack.extend(children[k])
+        if touched_bodies & set(subtree):
+            continue                       # determined by constraints: not a leaf
+        if p < 0:
+            continue                       # hangs from the world: no mass to take a fraction of
+        anchor = p
+        while t.mass[anchor] <= 0 and t.parent[anchor] >= 0:
+            anchor = t.parent[anchor]
+        m = t.mass[anchor]
+        if m <= 0:
+            continue
+        c = t.h[anchor] / m
+        central = t.Io[anchor] - m * (c.dot(c) * np.eye(3) - np.outer(c, c))
+        mass = MASSLESS_BOUND * m
+        inertia = max(MASSLESS_BOUND * np.trace(central) / 3, mass * 1e-4)
+        for k in subtree:
+            t.mass[k], t.h[k], t.Io[k] = mass, 0.0, inertia * np.eye(3)
+        joints = list(dict.fromkeys(compiled.joint_of_v[i] for k in subtree
+                                    for i in range(t.iv[k], t.iv[k] + t.nvb[k])))
+        anchor_link = next(compiled.link_names[k] for k in range(len(t.link_body)) if t.link_body[k] == anchor)
+        leaves.append((joints, anchor_link, mass, inertia))
+    bodies = [dict(mass=t.mass[k], Io=t.Io[k], parent=t.parent[k], iv=t.iv[k], nvb=t.nvb[k]) for k in range(nb)]
+    massless_v = _massless_dofs(bodies)
+    compiled.massless_v = massless_v[t.armature[massless_v] <= 0.0]
+    return leaves
+
+
+def constrained_massless(compiled):
+    """Let the constraints determine the massless DOFs they touch (after bound_massless_leaves):
+    compiled.determined_v gets them and massless_v keeps only the others (which forward dynamics
+    cannot move). The mass matrix is then singular, and the step solves the free motion with
+    the bilateral constraint rows (constraints.DENSE_ROOT): M + rho J^T J is positive definite
+    when the constraints fix every direction M has no inertia in, as Simbody's constrained
+    solve asks. Returns the names of the joints so determined."""
+    t = compiled.tree
+    nb = len(t.parent)
+    # bodies of links a loop or motor holds; DOF -> the DOFs a coupler ties it to, either way: a
+    # massless leader (OpenSim's wrist: the massless body of flexion and deviation) is as
+    # determined by its massive followers as a massless follower by its leader
+    linked, tied = set(), {}
+    for mi, model in enumerate(compiled.models):
+        _, _, v0 = compiled.offsets[mi]
+        for c in list(model.constraints) + list(model.motors):
+            linked |= {int(t.link_body[compiled.link_index(mi, n)]) for n in (c.link1, c.link2) if n is not None}
+        for c in model.couplers:
+            a, b = v0 + model.dof_names.index(c.dependent), v0 + model.dof_names.index(c.independent)
+            tied.setdefault(a, []).append(b)
+            tied.setdefault(b, []).append(a)
+    body_of_v = {i: k for k in range(nb) for i in range(t.iv[k], t.iv[k] + t.nvb[k])}
+    massless = set(compiled.massless_v.tolist())
+
+    def holds(k):          # a loop or motor holds body k or a body below it
+        return k in linked or any(holds(c) for c in range(nb) if t.parent[c] == k)
+
+    def coupled(i):   # couplers tie DOF i, directly or through other DOFs, to a DOF with mass
+        seen, stack = {i}, [i]
+        while stack:
+            for j in tied.get(stack.pop(), ()):
+                if j not in massless:
+                    return True
+                if j not in seen:
+                    seen.add(j)
+                    stack.append(j)
+        return False
+
+    determined = np.array([i for i in compiled.massless_v if coupled(i) or holds(body_of_v[i])],
+                          dtype=np.int64)
+    compiled.determined_v = determined
+    compiled.massless_v = np.setdiff1d(compiled.massless_v, determined)
+    return list(dict.fromkeys(compiled.joint_of_v[i] for i in determined))

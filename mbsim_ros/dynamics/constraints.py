@@ -56,6 +56,12 @@ CONTACT_NONE, CONTACT_LCP, CONTACT_PENALTY = 0, 1, 2
 CONTACT_METHODS = {"none": CONTACT_NONE, "lcp": CONTACT_LCP, "penalty": CONTACT_PENALTY}
 
 # solver options (one float array, so that the step kernel takes one argument for all)
+# r.dof_parent[0] == DENSE_ROOT: the mass matrix is singular (massless bodies that only the
+# constraints determine): dof_parent chains every DOF to the one before it, so _factor_tree
+# factors a dense matrix, and the step solves the free motion with the constraint rows
+# (apply_impulses) instead of ABA
+DENSE_ROOT = -2
+
 Options = namedtuple("Options", [
     "contact_method", "erp", "max_erv", "cfm", "joint_erp", "bounce_velocity", "contact_margin",
     "contact_stiffness", "contact_damping", "friction_velocity", "pgs_iterations", "pgs_tolerance",
@@ -216,6 +222,9 @@ class ConstraintSet:
         ri = np.zeros(rules_sizes(nv, nloop)[1], dtype=np.int64)
         rules, used_f, used_i = carve_rules.py_func(rf, ri, nv, nloop)
         assert (used_f, used_i) == (len(rf), len(ri)), "rules_sizes disagrees with carve_rules"
+        if len(getattr(compiled, "determined_v", ())):      # compiled.constrained_massless
+            dof_parent = np.arange(-1, nv - 1, dtype=np.int64)
+            dof_parent[0] = DENSE_ROOT
         rules.dof_parent[:], rules.dof_q[:], rules.locked[:] = dof_parent, dof_q, locked
         rules.lower[:], rules.upper[:], rules.velocity_limit[:] = lower, upper, vlim
         rules.effort_limit[:], rules.lock_q[:] = elim, lock_q
@@ -345,7 +354,7 @@ def _add_linear_terms(R, S, iv, nvb, r0, r1, r2, dv, sign, J):
 
 
 @inline
-def _accumulate_linear(t, d, body, p, dv, sign, J):
+def accumulate_linear(t, d, body, p, dv, sign, J):
     """J += sign * d . (velocity of the material point of `body` at world point p) per DOF."""
     b = body
     while b >= 0:
@@ -355,7 +364,7 @@ def _accumulate_linear(t, d, body, p, dv, sign, J):
 
 
 @inline
-def _accumulate_angular(t, d, body, dv, sign, J):
+def accumulate_angular(t, d, body, dv, sign, J):
     """J += sign * d . (angular velocity of `body`) per DOF."""
     b = body
     while b >= 0:
@@ -371,7 +380,7 @@ def _accumulate_angular(t, d, body, dv, sign, J):
 
 
 @inline
-def _set_row(s, m, kind, src, target, lo, hi, findex):
+def set_row(s, m, kind, src, target, lo, hi, findex):
     s.b[m] = target
     s.lo[m] = lo
     s.hi[m] = hi
@@ -382,7 +391,7 @@ def _set_row(s, m, kind, src, target, lo, hi, findex):
 
 @inline
 def _accumulate_contact(t, d, body, p, n, t1, t2, sign, Jn, J1, J2):
-    """_accumulate_linear of a contact's three directions (n, t1, t2 into rows Jn, J1, J2) at
+    """accumulate_linear of a contact's three directions (n, t1, t2 into rows Jn, J1, J2) at
     world point p, in one walk up the tree."""
     b = body
     while b >= 0:
@@ -401,8 +410,8 @@ def _accumulate_contact(t, d, body, p, n, t1, t2, sign, Jn, J1, J2):
 def _angular_row(t, d, s, m, la, lb, dv):
     J = s.J[m]
     J[:] = 0.0
-    _accumulate_angular(t, d, t.link_body[la], dv, 1.0, J)
-    _accumulate_angular(t, d, t.link_body[lb], dv, -1.0, J)
+    accumulate_angular(t, d, t.link_body[la], dv, 1.0, J)
+    accumulate_angular(t, d, t.link_body[lb], dv, -1.0, J)
 
 
 @inline
@@ -413,19 +422,19 @@ def _body(t, link):
 
 @inline
 def _loop_linear_row(t, d, s, m, la, lb, pa, pb, dv):
-    """A row of _accumulate_linear's for links la and lb, either of which may be the world (-1)."""
+    """A row of accumulate_linear's for links la and lb, either of which may be the world (-1)."""
     J = s.J[m]
     J[:] = 0.0
-    _accumulate_linear(t, d, _body(t, la), pa, dv, 1.0, J)
-    _accumulate_linear(t, d, _body(t, lb), pb, dv, -1.0, J)
+    accumulate_linear(t, d, _body(t, la), pa, dv, 1.0, J)
+    accumulate_linear(t, d, _body(t, lb), pb, dv, -1.0, J)
 
 
 @inline
 def _loop_angular_row(t, d, s, m, la, lb, dv):
     J = s.J[m]
     J[:] = 0.0
-    _accumulate_angular(t, d, _body(t, la), dv, 1.0, J)
-    _accumulate_angular(t, d, _body(t, lb), dv, -1.0, J)
+    accumulate_angular(t, d, _body(t, la), dv, 1.0, J)
+    accumulate_angular(t, d, _body(t, lb), dv, -1.0, J)
 
 
 @inline
@@ -458,7 +467,7 @@ def _dot3(a, b):
 
 
 @internal
-def _loop_rows(t, d, r, s, k, m, scratch, joint_erp, dt):
+def loop_rows(t, d, r, s, k, m, scratch, joint_erp, dt):
     """The rows of loop closure k from row m on; returns the next free row. Each row's target
     is Baumgarte's -joint_erp e / dt for its constraint function e."""
     la, lb = r.loop_la[k], r.loop_lb[k]
@@ -477,7 +486,7 @@ def _loop_rows(t, d, r, s, k, m, scratch, joint_erp, dt):
             dv[:] = 0.0
             dv[a] = 1.0
             _loop_linear_row(t, d, s, m, la, lb, pa, pb, dv)
-            _set_row(s, m, ROW_LOOP, src, gain * (pa[a] - pb[a]), -inf, inf, -1)
+            set_row(s, m, ROW_LOOP, src, gain * (pa[a] - pb[a]), -inf, inf, -1)
             m += 1
     if kind == LOOP_WELD or kind == LOOP_ORIENTATION:
         # orientation error: rotation vector of Ra Rrel Rb^T (identity when closed), small-angle
@@ -498,7 +507,7 @@ def _loop_rows(t, d, r, s, k, m, scratch, joint_erp, dt):
             dv[a] = 1.0
             _loop_angular_row(t, d, s, m, la, lb, dv)
             err = err0 if a == 0 else (err1 if a == 1 else err2)
-            _set_row(s, m, ROW_LOOP, src, gain * err, -inf, inf, -1)
+            set_row(s, m, ROW_LOOP, src, gain * err, -inf, inf, -1)
             m += 1
     if kind == LOOP_HINGE or kind == LOOP_REV_TRANS or kind == LOOP_PARALLEL:
         # the axis on a stays perpendicular to two directions on b: e = ua . ub, rate (ua x ub) . (wa - wb)
@@ -506,7 +515,7 @@ def _loop_rows(t, d, r, s, k, m, scratch, joint_erp, dt):
             _rot(Rb, r.loop_u1[k] if which == 0 else r.loop_u2[k], tmp)
             _cross(ua, tmp, dv)
             _loop_angular_row(t, d, s, m, la, lb, dv)
-            _set_row(s, m, ROW_LOOP, src, gain * _dot3(ua, tmp), -inf, inf, -1)
+            set_row(s, m, ROW_LOOP, src, gain * _dot3(ua, tmp), -inf, inf, -1)
             m += 1
     if kind == LOOP_LINE:
         # b's point on the line through a's point along a's axis: two directions fixed on a
@@ -515,14 +524,14 @@ def _loop_rows(t, d, r, s, k, m, scratch, joint_erp, dt):
             _loop_linear_row(t, d, s, m, la, lb, pb, pb, dv)
             for a in range(3):
                 tmp[a] = pa[a] - pb[a]
-            _set_row(s, m, ROW_LOOP, src, gain * _dot3(dv, tmp), -inf, inf, -1)
+            set_row(s, m, ROW_LOOP, src, gain * _dot3(dv, tmp), -inf, inf, -1)
             m += 1
     if kind == LOOP_PLANE or kind == LOOP_REV_SPH or kind == LOOP_REV_TRANS:
         # b's point in the plane through a's point normal to a's axis
         _loop_linear_row(t, d, s, m, la, lb, pb, pb, ua)
         for a in range(3):
             tmp[a] = pa[a] - pb[a]
-        _set_row(s, m, ROW_LOOP, src, gain * _dot3(ua, tmp), -inf, inf, -1)
+        set_row(s, m, ROW_LOOP, src, gain * _dot3(ua, tmp), -inf, inf, -1)
         m += 1
     if kind == LOOP_DISTANCE or kind == LOOP_REV_SPH:
         for a in range(3):
@@ -534,7 +543,7 @@ def _loop_rows(t, d, r, s, k, m, scratch, joint_erp, dt):
         else:   # coincident points: any direction keeps the row defined
             dv[0], dv[1], dv[2] = 0.0, 0.0, 1.0
         _loop_linear_row(t, d, s, m, la, lb, pa, pb, dv)
-        _set_row(s, m, ROW_LOOP, src, gain * (n - r.loop_dist[k]), -inf, inf, -1)
+        set_row(s, m, ROW_LOOP, src, gain * (n - r.loop_dist[k]), -inf, inf, -1)
         m += 1
     if kind == LOOP_REV_TRANS:
         # the distance from a's point to b's point along b's x2 stays loop_dist (rate at a's point)
@@ -542,13 +551,13 @@ def _loop_rows(t, d, r, s, k, m, scratch, joint_erp, dt):
         _loop_linear_row(t, d, s, m, la, lb, pa, pa, dv)
         for a in range(3):
             tmp[a] = pa[a] - pb[a]
-        _set_row(s, m, ROW_LOOP, src, gain * (_dot3(dv, tmp) + r.loop_dist[k]), -inf, inf, -1)
+        set_row(s, m, ROW_LOOP, src, gain * (_dot3(dv, tmp) + r.loop_dist[k]), -inf, inf, -1)
         m += 1
     return m
 
 
 @internal
-def _joint_rows(t, r, s, q, v, m, joint_erp, dt):
+def joint_rows(t, r, s, q, v, m, joint_erp, dt):
     """Limit, velocity-limit and lock rows (unit rows on one DOF); returns the next free row."""
     inf = math.inf
     nv = v.shape[0]
@@ -558,7 +567,7 @@ def _joint_rows(t, r, s, q, v, m, joint_erp, dt):
             target = 0.0 if iq < 0 else -joint_erp * (q[iq] - r.lock_q[j]) / dt
             s.J[m, :] = 0.0
             s.J[m, j] = 1.0
-            _set_row(s, m, ROW_LOCK, j, target, -inf, inf, -1)
+            set_row(s, m, ROW_LOCK, j, target, -inf, inf, -1)
             m += 1
             continue
         if iq >= 0:
@@ -569,7 +578,7 @@ def _joint_rows(t, r, s, q, v, m, joint_erp, dt):
                 s.J[m, :] = 0.0
                 s.J[m, j] = -1.0
                 target = -gap / dt if gap >= 0.0 else -joint_erp * gap / dt
-                _set_row(s, m, ROW_LIMIT, j, target, 0.0, inf, -1)
+                set_row(s, m, ROW_LIMIT, j, target, 0.0, inf, -1)
                 m += 1
             else:
                 gap = q[iq] - r.lower[j]
@@ -577,19 +586,19 @@ def _joint_rows(t, r, s, q, v, m, joint_erp, dt):
                     s.J[m, :] = 0.0
                     s.J[m, j] = 1.0
                     target = -gap / dt if gap >= 0.0 else -joint_erp * gap / dt
-                    _set_row(s, m, ROW_LIMIT, j, target, 0.0, inf, -1)
+                    set_row(s, m, ROW_LIMIT, j, target, 0.0, inf, -1)
                     m += 1
         vmax = r.velocity_limit[j]
         if v[j] > vmax or v[j] < -vmax:
             s.J[m, :] = 0.0
             s.J[m, j] = -1.0 if v[j] > 0 else 1.0
-            _set_row(s, m, ROW_VELOCITY, j, -vmax, 0.0, inf, -1)
+            set_row(s, m, ROW_VELOCITY, j, -vmax, 0.0, inf, -1)
             m += 1
     return m
 
 
 @internal
-def _contact_rows(t, d, s, c, ncon, v_start, m, erp, max_erv, bounce_velocity, dt, scratch):
+def contact_rows(t, d, s, c, ncon, v_start, m, erp, max_erv, bounce_velocity, dt, scratch):
     """Three rows per contact: normal [0, inf) and two friction rows (findex to the normal),
     the first along the sliding direction when the contact slides. Returns the next free row."""
     inf = math.inf
@@ -650,9 +659,9 @@ def _contact_rows(t, d, s, c, ncon, v_start, m, erp, max_erv, bounce_velocity, d
         if e > 1e-3 and vn < -bounce_velocity:
             target = max(target, -e * vn)
         mu = c.mu[ci]
-        _set_row(s, mn, ROW_CONTACT, ci, target, 0.0, inf, -1)
-        _set_row(s, m1, ROW_FRICTION, ci, 0.0, -mu, mu, mn)
-        _set_row(s, m2, ROW_FRICTION, ci, 0.0, -mu, mu, mn)
+        set_row(s, mn, ROW_CONTACT, ci, target, 0.0, inf, -1)
+        set_row(s, m1, ROW_FRICTION, ci, 0.0, -mu, mu, mn)
+        set_row(s, m2, ROW_FRICTION, ci, 0.0, -mu, mu, mn)
         for a in range(3):
             s.cdir[k, 0, a] = n[a]
             s.cdir[k, 1, a] = t1[a]
@@ -662,7 +671,7 @@ def _contact_rows(t, d, s, c, ncon, v_start, m, erp, max_erv, bounce_velocity, d
 
 
 @internal
-def _select_contacts(c, ncon, s, maxc):
+def select_contacts(c, ncon, s, maxc):
     """The contacts that become rows (indices into s.csel): all of them, or the maxc deepest,
     counting the dropped ones in the stats."""
     for k in range(min(ncon, maxc)):
@@ -718,7 +727,7 @@ def _solve_tree(r, H, x):
 
 # ------------------------------------------------------------------------------ solve ---
 @internal
-def _warm_start(s, c, ncontact, m):
+def warm_start_contacts(s, c, ncontact, m):
     """x from last step for the contact rows: matched by geom pair and nearest point (within
     1 cm); every other row starts at zero (the step restores the loop rows itself)."""
     for i in range(m):
@@ -743,7 +752,7 @@ def _warm_start(s, c, ncontact, m):
 
 
 @internal
-def _remember(s, c, ncontact):
+def remember_contacts(s, c, ncontact):
     for k in range(ncontact):
         ci = s.csel[k]
         s.cprev_geom[k, 0] = c.geom[ci, 0]
@@ -755,14 +764,47 @@ def _remember(s, c, ncontact):
 
 
 @internal
-def _apply_impulses(t, d, r, s, v, m, ncontact, cfm, dt, pgs_iterations, pgs_tolerance, lf, li):
-    """Solve the LCP of rows 0..m-1 and add the impulse response to v (v* -> v+)."""
+def apply_impulses(t, d, r, s, v, m, ncontact, cfm, dt, pgs_iterations, pgs_tolerance, lf, li):
+    """Solve the LCP of rows 0..m-1 and add the impulse response to v (v* -> v+).
+
+    With a singular mass matrix (r.dof_parent[0] == DENSE_ROOT) v comes in as v_prev and d.qdd
+    as the force tau - C(q, v) (the step skipped ABA): H~ = H + rho sum J_e^T J_e over the
+    bilateral rows e (unbounded: loops, couplers, motors, locks) makes it positive definite, and
+    v* = v + dt H~^-1 f, v+ = v* + H~^-1 J^T x is exactly the constrained solution: the added
+    term is J_e^T rho (J_e v+ - J_e v), a multiplier of rows the LCP makes hold, absorbed into
+    their x. A pivot that is not positive (the constraints leave a massless direction free)
+    makes that DOF's velocity NaN: the step restores the state and reports that DOF."""
     nv = v.shape[0]
     H = d.M
+    dense = nv > 0 and r.dof_parent[0] == DENSE_ROOT
+    if dense:
+        H[:, :] = 0.0     # crba writes the tree's entries only; the dense factor filled the rest
     crba(t, d, H)
     for j in range(nv):   # the implicit spring/damper terms ABA used (crba has the armature)
         H[j, j] += d.diag[j] - t.armature[j]
+    if dense:
+        rho = 0.0
+        for j in range(nv):
+            rho = max(rho, H[j, j])
+        rho = rho if rho > 0.0 else 1.0
+        for i in range(m):
+            if s.lo[i] == -math.inf and s.hi[i] == math.inf:
+                Ji = s.J[i]
+                for a in range(nv):
+                    if Ji[a] != 0.0:
+                        for c in range(nv):
+                            H[a, c] += rho * Ji[a] * Ji[c]
     _factor_tree(r, H)
+    if dense:
+        for j in range(nv):
+            if not H[j, j] > 1e-12 * rho:
+                v[j] = math.nan
+                return
+        _solve_tree(r, H, d.qdd)
+        for j in range(nv):
+            v[j] += dt * d.qdd[j]
+        if m == 0:
+            return
     for i in range(m):
         Y = s.Y[i]
         copy_into(Y, s.J[i])
@@ -831,7 +873,7 @@ def _point_velocity(t, d, link, p, out):
 
 
 @inline
-def _add_body_force(link_body, Rw, pw, fext, link, p, F, sign):
+def add_body_force(link_body, Rw, pw, fext, link, p, F, sign):
     """fext of `link`'s body += sign * (world force F at world point p), in body coordinates.
     Takes the arrays, not the Tree and Data tuples: an inlined helper handed the tuples costs
     ~0.7 us a call (measured in a loop over contacts, while kernels still counted references),
@@ -850,7 +892,7 @@ def _add_body_force(link_body, Rw, pw, fext, link, p, F, sign):
 
 
 @internal
-def _penalty_forces(t, d, s, c, ncon, stiffness, damping, friction_velocity, scratch):
+def penalty_forces(t, d, s, c, ncon, stiffness, damping, friction_velocity, scratch):
     """Chrono SMC-style contact: normal force k depth - c vn (never pulling), friction
     -mu fn vt / max(|vt|, friction_velocity), added to fext; forces kept for contacts()."""
     va, vb, F = scratch[0], scratch[1], scratch[2]
@@ -874,8 +916,8 @@ def _penalty_forces(t, d, s, c, ncon, stiffness, damping, friction_velocity, scr
         for a in range(3):
             F[a] = fn * n[a] - scale * va[a]
             s.cforce[k, a] = F[a]
-        _add_body_force(t.link_body, d.Rw, d.pw, d.fext, la, p, F, 1.0)
-        _add_body_force(t.link_body, d.Rw, d.pw, d.fext, lb, p, F, -1.0)
+        add_body_force(t.link_body, d.Rw, d.pw, d.fext, la, p, F, 1.0)
+        add_body_force(t.link_body, d.Rw, d.pw, d.fext, lb, p, F, -1.0)
     return ncon
 
 
@@ -891,5 +933,5 @@ def loop_rows_kernel(tf, ti, df, rf, ri, sf, si, sizes, q, joint_erp, dt):
     kernels.link_poses(t, d)
     m = 0
     for k in range(sizes[1]):
-        m = _loop_rows(t, d, r, s, k, m, s.scratch, joint_erp, dt)
+        m = loop_rows(t, d, r, s, k, m, s.scratch, joint_erp, dt)
     return m

@@ -40,7 +40,7 @@ from numba.extending import overload
 
 from ..model import (Actuator, BodyLoad, Bushing, CoordinateCoupler, CoordinateLimitForce, Function,
                      LoopConstraint, ModelError, Motor, RotarySpringDamper, SpringDamper)
-from .constraints import ROW_COUPLER, ROW_MOTOR, ROW_STOP, _accumulate_angular, _accumulate_linear, _set_row
+from .constraints import ROW_COUPLER, ROW_MOTOR, ROW_STOP, accumulate_angular, accumulate_linear, set_row
 from .functions import eval_function, pack_functions
 from .kernels import inline, internal
 
@@ -149,7 +149,7 @@ def _number(x, what, low=-np.inf):
 
 class ForceSet:
     """The force elements, actuators, loads, motors and couplers of a compiled world as the
-    buffers (ef, ei) the step kernel carves, plus what the constraint set and the Simulation
+    buffers (ef, ei) the step kernel carves, plus what the constraint set and the Physics
     need: `guide_loops` (motor guides as loop closures), `drive_rows` (bilateral rows of
     position/speed motors and couplers), `stop_rows` (springs with length stops),
     `actuator_names`, `input_names`, and `constrained` ([(what, name, link1, link2, model index)] of the
@@ -445,6 +445,10 @@ class ForceSet:
     @property
     def controls(self):
         return self.forces.controls[:len(self.actuator_names)].copy()
+
+    def clip_controls(self, values):
+        """values (..., actuators) clipped to each actuator's control range."""
+        return np.clip(values, self._bounds[:, 0], self._bounds[:, 1])
 
     def set_input(self, name, value):
         try:
@@ -816,13 +820,13 @@ def drive_rows(t, d, s, fe, q, v, m, time, joint_erp, dt):
             if ei[I_A] == MOTOR_ROTATION:
                 # rate about z1: z1 . (w2 - w1)
                 x = _rotation_angle(fe.es[k], R1, R2, True)
-                _accumulate_angular(t, d, _body_of(t, lb), z, 1.0, J)
-                _accumulate_angular(t, d, _body_of(t, la), z, -1.0, J)
+                accumulate_angular(t, d, _body_of(t, lb), z, 1.0, J)
+                accumulate_angular(t, d, _body_of(t, la), z, -1.0, J)
             else:
                 # z1 . (p2 - p1), z1 fixed on link1: its rate is z1 . (v2(p2) - v1(p2))
                 x = z[0] * (p2[0] - a0) + z[1] * (p2[1] - a1) + z[2] * (p2[2] - a2)
-                _accumulate_linear(t, d, _body_of(t, lb), p2, z, 1.0, J)
-                _accumulate_linear(t, d, _body_of(t, la), p2, z, -1.0, J)
+                accumulate_linear(t, d, _body_of(t, lb), p2, z, 1.0, J)
+                accumulate_linear(t, d, _body_of(t, la), p2, z, -1.0, J)
             st = fe.es[k]
             f0 = eval_function(fe.ff, fe.fi, ei[I_FN], time, fe.inputs)[0]
             f1 = eval_function(fe.ff, fe.fi, ei[I_FN], time + dt, fe.inputs)[0]
@@ -834,7 +838,7 @@ def drive_rows(t, d, s, fe, q, v, m, time, joint_erp, dt):
                     st[S_REF_INIT] = 1.0
                 target = f1 - gain * (x - st[S_REF])
                 st[S_REF] += dt * f1
-            _set_row(s, m, ROW_MOTOR, k, target, -inf, inf, -1)
+            set_row(s, m, ROW_MOTOR, k, target, -inf, inf, -1)
             m += 1
         elif kind == COUPLER:
             dv, dq, iv, iq = ei[I_A], ei[I_B], ei[I_C], ei[I_FN2]
@@ -845,7 +849,7 @@ def drive_rows(t, d, s, fe, q, v, m, time, joint_erp, dt):
             J[iv] -= dy
             # q_dep(t + dt) = f(q_ind(t + dt)) to second order: f's curvature over the step
             target = -gain * (q[dq] - y) + 0.5 * ddy * dt * v[iv] * v[iv]
-            _set_row(s, m, ROW_COUPLER, k, target, -inf, inf, -1)
+            set_row(s, m, ROW_COUPLER, k, target, -inf, inf, -1)
             m += 1
     return m
 
@@ -877,8 +881,8 @@ def stop_rows(t, d, s, fe, v, m, joint_erp, dt):
         # the length's rate: u . (v2(p2) - v1(p1))
         J = s.J[m]
         J[:] = 0.0
-        _accumulate_linear(t, d, _body_of(t, lb), p2, u, 1.0, J)
-        _accumulate_linear(t, d, _body_of(t, la), p1, u, -1.0, J)
+        accumulate_linear(t, d, _body_of(t, lb), p2, u, 1.0, J)
+        accumulate_linear(t, d, _body_of(t, la), p1, u, -1.0, J)
         rate = 0.0
         for j in range(v.shape[0]):
             rate += J[j] * v[j]
@@ -891,6 +895,6 @@ def stop_rows(t, d, s, fe, v, m, joint_erp, dt):
             if gap + dt * rate >= 0.0:
                 continue
         target = -gap / dt if gap >= 0.0 else -joint_erp * gap / dt
-        _set_row(s, m, ROW_STOP, k, target, 0.0, inf, -1)
+        set_row(s, m, ROW_STOP, k, target, 0.0, inf, -1)
         m += 1
     return m

@@ -47,7 +47,7 @@ Tree = namedtuple("Tree", [
                    #             moves by diag(radii) R z); zero for none
 ])
 
-# Workspace the kernels write into: allocated once per Simulation (the mjData of this project).
+# Workspace the kernels write into: allocated once per Physics (the mjData of this project).
 Data = namedtuple("Data", [
     "Rr", "pr",    # body pose in its parent body frame
     "Rw", "pw",    # body pose in the world
@@ -57,7 +57,7 @@ Data = namedtuple("Data", [
     "vel", "cb", "acc",  # body velocity, velocity-product acceleration, acceleration (body frame)
     "IA", "pA",    # articulated inertia and bias force
     "U", "Dinv", "u",  # per body: IA S, (S^T IA S + diag)^-1, tau - S^T pA
-    "f",           # body forces (RNEA) / composite inertias use IA
+    "f",           # body forces (RNEA)
     "fext",        # external force on each body (body frame, about its origin)
     "M", "qdd", "tau_total", "diag",
     "t6a", "t6b", "T66", "T66b", "UDi",  # scratch
@@ -65,6 +65,9 @@ Data = namedtuple("Data", [
     "q_prev", "v_prev",  # state at the start of the last step
     "a_step",      # (v after the step's impulses - v_prev) / dt: the last step's acceleration
     "k_v", "k_a", "q_stage", "v_stage", "v_sum", "a_sum",  # RK4 stages
+    "Sw",          # CRBA: motion subspaces in the world frame, about the world origin
+    "crb",         # CRBA: composite rigid-body inertias in the world frame, about the world
+                   #       origin: (mass, first moment (3), inertia (3x3 row-major)) per body
 ])
 
 
@@ -79,11 +82,12 @@ def tree_sizes(nb, nv, nl, nff, nfn):
 
 def data_size(nb, nv, nq, nl):
     """Float buffer length that carve_data lays out."""
-    return nb * 276 + nv * nv + 16 * nv + 2 * nq + 12 * nl + 120
+    return nb * 325 + nv * nv + 16 * nv + 2 * nq + 12 * nl + 120
 
 
 kernel = kernel_decorator(error_model="numpy")                  # entry points, called from Python
 internal = kernel_decorator(error_model="numpy", python=False)  # called from kernels only
+batch_kernel = kernel_decorator(error_model="numpy", parallel=True)  # entry points spreading worlds over threads (prange)
 # small helpers are inlined into their callers (numba-level: compiled as part of the caller's
 # code; chosen when kernels still counted references, which a call paid per array view)
 inline = njit(cache=True, nogil=True, error_model="numpy", inline="always")
@@ -174,9 +178,11 @@ def carve_data(df, ti):
     v_stage = df[o:o + nv]; o += nv
     v_sum = df[o:o + nv]; o += nv
     a_sum = df[o:o + nv]; o += nv
+    Sw = df[o:o + 36 * nb].reshape((nb, 6, 6)); o += 36 * nb
+    crb = df[o:o + 13 * nb].reshape((nb, 13)); o += 13 * nb
     data = Data(Rr, pr, Rw, pw, X, S, ta_state, vel, cb, acc, IA, pA, U, Dinv, u, f,
                 fext, M, qdd, tau_total, diag, t6a, t6b, T66, T66b, UDi, link_R, link_p,
-                q_prev, v_prev, a_step, k_v, k_a, q_stage, v_stage, v_sum, a_sum)
+                q_prev, v_prev, a_step, k_v, k_a, q_stage, v_stage, v_sum, a_sum, Sw, crb)
     return data, o
 
 
@@ -194,7 +200,7 @@ def copy_into(dst, src):
 
 
 @inline
-def _quat_to_R(x, y, z, w, R):
+def quat_to_R(x, y, z, w, R):
     n = math.sqrt(x * x + y * y + z * z + w * w)
     x /= n
     y /= n
@@ -242,9 +248,9 @@ def _joint_placement(jt, iq, ax, hpitch, R0, p0, q, Rj, Rr, pr):
                 Rj[a, b] = 1.0 if a == b else 0.0
         px, py, pz = q[iq] * ax[0], q[iq] * ax[1], q[iq] * ax[2]
     elif jt == SPHERICAL:
-        _quat_to_R(q[iq], q[iq + 1], q[iq + 2], q[iq + 3], Rj)
+        quat_to_R(q[iq], q[iq + 1], q[iq + 2], q[iq + 3], Rj)
     else:  # FREE
-        _quat_to_R(q[iq + 3], q[iq + 4], q[iq + 5], q[iq + 6], Rj)
+        quat_to_R(q[iq + 3], q[iq + 4], q[iq + 5], q[iq + 6], Rj)
         px, py, pz = q[iq], q[iq + 1], q[iq + 2]
     for a in range(3):
         for b in range(3):
@@ -542,14 +548,15 @@ def _custom_bias_add(t, d, i, v, out):
 def forward_kinematics(t, d, q):
     """Body poses relative to the parent (Rr, pr), motion transforms X and world poses; the
     motion subspaces of CUSTOM bodies (d.S)."""
-    body_poses(t, d, q, True)
+    body_poses(t, d, q, True, True)
 
 
 @internal
-def body_poses(t, d, q, transforms):
-    """Body poses relative to the parent (Rr, pr) and in the world (Rw, pw); the motion
-    subspaces of CUSTOM bodies (d.S); the motion transforms X where `transforms` (one loop
-    for both: a second loop for X cost ABA ~0.2 us on SR1)."""
+def body_poses(t, d, q, transforms, world):
+    """Body poses relative to the parent (Rr, pr) and, where `world`, in the world (Rw, pw;
+    else Rw is scratch); the motion subspaces of CUSTOM bodies (d.S); the motion transforms X
+    where `transforms` (one loop for all: a second loop for X cost ABA ~0.2 us on SR1). ABA and
+    RNEA need X alone, CRBA and link poses the world poses alone."""
     nb = t.parent.shape[0]
     for i in range(nb):
         if t.jtype[i] == CUSTOM:
@@ -559,6 +566,8 @@ def body_poses(t, d, q, transforms):
                              d.Rw[i], d.Rr[i], d.pr[i])   # Rw[i] is scratch until set below
         if transforms:
             _motion_transform(d.Rr[i], d.pr[i], d.X[i])
+        if not world:
+            continue
         p = t.parent[i]
         if p < 0:
             for a in range(3):
@@ -621,6 +630,13 @@ def _velocities(t, d, v):
 @internal
 def velocity_kinematics(t, d, q, v):
     forward_kinematics(t, d, q)
+    _velocities(t, d, v)
+
+
+@internal
+def body_frame_kinematics(t, d, q, v):
+    """What ABA and RNEA read: velocity_kinematics without the world poses."""
+    body_poses(t, d, q, True, False)
     _velocities(t, d, v)
 
 
@@ -787,45 +803,75 @@ def rnea(t, d, qdd, tau):
 # ------------------------------------------------------------------------------- CRBA ---
 @internal
 def crba(t, d, M):
-    """Joint-space mass matrix after forward_kinematics (armature on the diagonal)."""
+    """Joint-space mass matrix after forward_kinematics (armature on the diagonal), in the
+    world frame as Pinocchio's: every body's inertia and motion subspace moved once to the world
+    origin, composite inertias summed without transforms, M[i, j] = Sw_j . (Ic_i Sw_i) for j an
+    ancestor DOF of i (a 6-term dot product, where the body-frame form moved the force up the
+    chain one transform per ancestor)."""
     nb = t.parent.shape[0]
+    crb, Sw = d.crb, d.Sw
     for i in range(nb):
-        _body_inertia(t.mass[i], t.h[i], t.Io[i], d.IA[i])
+        R, p, h, Io, m = d.Rw[i], d.pw[i], t.h[i], t.Io[i], t.mass[i]
+        r0 = R[0, 0] * h[0] + R[0, 1] * h[1] + R[0, 2] * h[2]      # first moment about the body
+        r1 = R[1, 0] * h[0] + R[1, 1] * h[1] + R[1, 2] * h[2]      # origin, world axes
+        r2 = R[2, 0] * h[0] + R[2, 1] * h[1] + R[2, 2] * h[2]
+        p0, p1, p2 = p[0], p[1], p[2]
+        c = crb[i]
+        c[0] = m
+        c[1], c[2], c[3] = m * p0 + r0, m * p1 + r1, m * p2 + r2
+        # about the world origin: R Io R^T + m (|p|^2 E - p p^T) + 2 (p.r) E - p r^T - r p^T
+        diag = m * (p0 * p0 + p1 * p1 + p2 * p2) + 2.0 * (p0 * r0 + p1 * r1 + p2 * r2)
+        for a in range(3):
+            pa = p[a]
+            ra = r0 if a == 0 else (r1 if a == 1 else r2)
+            for b in range(a, 3):
+                s = 0.0
+                for k in range(3):
+                    s += R[a, k] * (Io[k, 0] * R[b, 0] + Io[k, 1] * R[b, 1] + Io[k, 2] * R[b, 2])
+                pb = p[b]
+                rb = r0 if b == 0 else (r1 if b == 1 else r2)
+                s -= m * pa * pb + pa * rb + ra * pb
+                if a == b:
+                    s += diag
+                c[4 + 3 * a + b] = s
+                c[4 + 3 * b + a] = s
+        S = d.S[i]
+        for k in range(t.nvb[i]):       # (v, w) at the world origin: (R v + p x R w, R w)
+            w0 = R[0, 0] * S[3, k] + R[0, 1] * S[4, k] + R[0, 2] * S[5, k]
+            w1 = R[1, 0] * S[3, k] + R[1, 1] * S[4, k] + R[1, 2] * S[5, k]
+            w2 = R[2, 0] * S[3, k] + R[2, 1] * S[4, k] + R[2, 2] * S[5, k]
+            Sw[i, 0, k] = R[0, 0] * S[0, k] + R[0, 1] * S[1, k] + R[0, 2] * S[2, k] + p1 * w2 - p2 * w1
+            Sw[i, 1, k] = R[1, 0] * S[0, k] + R[1, 1] * S[1, k] + R[1, 2] * S[2, k] + p2 * w0 - p0 * w2
+            Sw[i, 2, k] = R[2, 0] * S[0, k] + R[2, 1] * S[1, k] + R[2, 2] * S[2, k] + p0 * w1 - p1 * w0
+            Sw[i, 3, k], Sw[i, 4, k], Sw[i, 5, k] = w0, w1, w2
     for i in range(nb - 1, -1, -1):
         p = t.parent[i]
         if p >= 0:
-            _inertia_to_parent_add(d.X[i], d.IA[i], d.T66, d.IA[p])
+            for a in range(13):
+                crb[p, a] += crb[i, a]
     F = d.t6a
-    G = d.t6b
     for i in range(nb):
-        Si = d.S[i]
+        c = crb[i]
+        m, h0, h1, h2 = c[0], c[1], c[2], c[3]
         ivi = t.iv[i]
         for k in range(t.nvb[i]):
             col = ivi + k
-            for a in range(6):
-                s = 0.0
-                for c in range(6):
-                    s += d.IA[i, a, c] * Si[c, k]
-                F[a] = s
+            v0, v1, v2, w0, w1, w2 = Sw[i, 0, k], Sw[i, 1, k], Sw[i, 2, k], Sw[i, 3, k], Sw[i, 4, k], Sw[i, 5, k]
+            F[0] = m * v0 - (h1 * w2 - h2 * w1)
+            F[1] = m * v1 - (h2 * w0 - h0 * w2)
+            F[2] = m * v2 - (h0 * w1 - h1 * w0)
+            F[3] = h1 * v2 - h2 * v1 + c[4] * w0 + c[5] * w1 + c[6] * w2
+            F[4] = h2 * v0 - h0 * v2 + c[7] * w0 + c[8] * w1 + c[9] * w2
+            F[5] = h0 * v1 - h1 * v0 + c[10] * w0 + c[11] * w1 + c[12] * w2
             j = i
-            while True:
-                Sj = d.S[j]
+            while j >= 0:
                 ivj = t.iv[j]
                 for r in range(t.nvb[j]):
-                    s = 0.0
-                    for a in range(6):
-                        s += Sj[a, r] * F[a]
+                    s = (Sw[j, 0, r] * F[0] + Sw[j, 1, r] * F[1] + Sw[j, 2, r] * F[2]
+                         + Sw[j, 3, r] * F[3] + Sw[j, 4, r] * F[4] + Sw[j, 5, r] * F[5])
                     M[ivj + r, col] = s
                     M[col, ivj + r] = s
-                pj = t.parent[j]
-                if pj < 0:
-                    break
-                for a in range(6):
-                    G[a] = 0.0
-                _force_to_parent_add(d.X[j], F, G)
-                for a in range(6):
-                    F[a] = G[a]
-                j = pj
+                j = t.parent[j]
     for k in range(M.shape[0]):
         M[k, k] += t.armature[k]
 
@@ -947,7 +993,7 @@ def _first_nonfinite(t, q, v):
 
 
 @internal
-def _restore_if_nonfinite(t, d, q, v):
+def restore_if_nonfinite(t, d, q, v):
     """After a step: the first non-finite DOF (state restored to before the step), or -1."""
     bad = _first_nonfinite(t, q, v)
     if bad >= 0:
@@ -957,7 +1003,7 @@ def _restore_if_nonfinite(t, d, q, v):
 
 
 @internal
-def _passive_implicit(t, d, q, v, tau, dt, friction_velocity):
+def passive_implicit(t, d, q, v, tau, dt, friction_velocity):
     """DART's implicit joint springs and dampers: tau_total = tau - K(q - q_rest + dt v) - D v,
     articulated diagonal += dt D + dt^2 K (dt = 0: explicit). Coulomb friction is regularized
     as a damper of coefficient friction / max(|v|, friction_velocity), also implicit."""
@@ -986,7 +1032,7 @@ def _passive_implicit(t, d, q, v, tau, dt, friction_velocity):
 def forward_dynamics_kernel(tf, ti, df, q, v, tau, qdd):
     t, _, _ = carve_tree(tf, ti)
     d, _ = carve_data(df, ti)
-    velocity_kinematics(t, d, q, v)
+    body_frame_kinematics(t, d, q, v)
     aba(t, d, tau, t.armature, qdd)
 
 
@@ -994,7 +1040,7 @@ def forward_dynamics_kernel(tf, ti, df, q, v, tau, qdd):
 def inverse_dynamics_kernel(tf, ti, df, q, v, qdd, tau):
     t, _, _ = carve_tree(tf, ti)
     d, _ = carve_data(df, ti)
-    velocity_kinematics(t, d, q, v)
+    body_frame_kinematics(t, d, q, v)
     rnea(t, d, qdd, tau)
 
 
@@ -1002,7 +1048,7 @@ def inverse_dynamics_kernel(tf, ti, df, q, v, qdd, tau):
 def mass_matrix_kernel(tf, ti, df, q, M):
     t, _, _ = carve_tree(tf, ti)
     d, _ = carve_data(df, ti)
-    forward_kinematics(t, d, q)
+    body_poses(t, d, q, False, True)     # CRBA works in the world frame: no X
     crba(t, d, M)
 
 
@@ -1016,7 +1062,7 @@ def kinematics_kernel(tf, ti, df, q, v):
     t, _, _ = carve_tree(tf, ti)
     d, _ = carve_data(df, ti)
     if v.shape[0] == 0:
-        body_poses(t, d, q, False)
+        body_poses(t, d, q, False, True)
     else:
         velocity_kinematics(t, d, q, v)
     link_poses(t, d)

@@ -1,11 +1,12 @@
 """Where models start: overlaps between models at the current state, the lowest collision point
-of a model, and lowering a floating model onto what is below it (`--on-ground`)."""
+of a model, and lowering a model onto what is below it (`--on-ground`)."""
 from __future__ import annotations
 
 import numpy as np
 
 from . import kernels
-from .collision import collide_kernel, contacts_list
+from .collision.collide import collide_kernel
+from .collision.geoms import contacts_list
 
 
 def overlaps(sim, min_depth: float = 1e-3):
@@ -46,7 +47,7 @@ def overlap_notes(sim, entities=None, min_depth: float = 1e-3):
             continue
         groups.setdefault((ea, eb), []).append(f"{a} and {b} {depth * 1e3:.1f} mm")
     return [f"{ea} and {eb} start inside each other: links {'; '.join(pairs)}; they will be pushed apart "
-            "violently (place the model with a pose, or --on-ground for a floating robot)"
+            "violently (place the model with a pose, or --on-ground)"
             for (ea, eb), pairs in groups.items()]
 
 
@@ -126,20 +127,36 @@ def ground_height(sim, entity, xy):
 
 
 def put_on_ground(sim, entity):
-    """Lower (or raise) a model with a free root so that its lowest collision point touches what
-    is below it (height 0 when nothing is). Returns the height change, or None for a model
-    without a free root or without collision shapes."""
+    """Lower (or raise) a model so that its lowest collision point touches what is below it
+    (height 0 when nothing is): a floating model by its root pose, a model welded to the world
+    by its placement (the weld moves, with a note in sim.notes). Returns the height change, or
+    None when it is not moved: a model with no moving link (the ground itself, a table) or
+    without collision shapes, or one anchored to the world frame (a note says why)."""
     model = sim.model(entity)
     roots = [j for j in model.joints if j.parent is None]
-    if len(roots) != 1 or roots[0].type != "free":
-        return None
+    if all(j.type == "fixed" for j in model.joints):
+        return None                       # no moving link: part of the scenery
     low = lowest_point(sim, entity)
     if low is None:
+        sim.notes.append(f"on_ground: {entity} not moved: it has no collision shape to stand on")
         return None
     ground = ground_height(sim, entity, low[:2])
     dz = (0.0 if ground is None else ground) - low[2]
-    root = sim.root_link(entity)
-    T = sim.link_pose(root if "/" in root else f"{entity}/{root}")
+    if len(roots) == 1 and roots[0].type == "free":
+        root = sim.root_link(entity)
+        T = sim.link_pose(root if "/" in root else f"{entity}/{root}")
+        T[2, 3] += dz
+        sim.set_root_pose(entity, T)
+        return dz
+    T = sim.model_pose(entity)
     T[2, 3] += dz
-    sim.set_root_pose(entity, T)
+    try:
+        sim.set_model_pose(entity, T)
+    except ValueError as e:               # loops or forces written in world coordinates
+        sim.notes.append(f"on_ground: {entity} not moved: {e}")
+        return None
+    if abs(dz) > 1e-9:
+        sim.notes.append(f"on_ground: {entity} is fixed to the world ({', '.join(j.type for j in roots)} root "
+                         f"joint): its whole model moved {dz:+.3f} m in z, so its lowest point touches "
+                         f"{'the model below' if ground is not None else 'z = 0'}")
     return dz

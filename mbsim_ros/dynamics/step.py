@@ -1,5 +1,5 @@
-"""The time step: dynamics (kernels.py), collision (collision.py), force elements (forces.py)
-and constraints (constraints.py) in one numba call per Simulation.step(), so nothing crosses
+"""The time step: dynamics (kernels.py), collision (collision/), force elements (forces.py)
+and constraints (constraints.py) in one numba call per Physics.step(), so nothing crosses
 into Python between steps.
 
 Semi-implicit Euler (DART's World step): ABA with implicit joint springs and dampers and the
@@ -8,13 +8,17 @@ stops, loops, motors, couplers), v+ = v* + M^-1 J^T x, then positions with v+. R
 smooth forces only: penalty contact, force elements, no constraint rows. The step kernels take
 the simulation time t0 of their first step: time functions (loads, motors) read it.
 """
-from .collision import carve_contacts, carve_geoms, collide
-from .constraints import (CONTACT_LCP, CONTACT_NONE, CONTACT_PENALTY, STAT_NCON, STAT_NPREV, STAT_ROWS,
+from numba import prange
+
+from .collision.collide import collide
+from .collision.layout import carve_contacts, carve_geoms
+from .constraints import (CONTACT_LCP, CONTACT_NONE, CONTACT_PENALTY, DENSE_ROOT, STAT_NCON, STAT_NPREV,
+                          STAT_ROWS,
                           Options,
-                          _apply_impulses, _contact_rows, _joint_rows, _loop_rows, _penalty_forces,
-                          _remember, _select_contacts, _warm_start, carve_rules, carve_solver)
+                          apply_impulses, contact_rows, joint_rows, loop_rows, penalty_forces,
+                          remember_contacts, select_contacts, warm_start_contacts, carve_rules, carve_solver)
 from .forces import H_N, H_NDRIVE, H_NSTOP, apply_forces, carve_forces, drive_rows, forces_or_none, stop_rows
-from .kernels import (FREE, _passive_implicit, _quat_to_R, _restore_if_nonfinite, aba, carve_data,
+from .kernels import (FREE, passive_implicit, quat_to_R, restore_if_nonfinite, aba, batch_kernel, carve_data,
                       carve_tree, copy_into, inline, integrate, internal, kernel, link_poses, rnea, velocity_kinematics)
 
 
@@ -35,8 +39,8 @@ def _free_joints_translate_straight(t, d, q, v, dt):
         u1 = v[iv + 1] + dt * (w0[2] * v0[0] - w0[0] * v0[2])
         u2 = v[iv + 2] + dt * (w0[0] * v0[1] - w0[1] * v0[0])
         qp = d.q_prev
-        _quat_to_R(qp[iq + 3], qp[iq + 4], qp[iq + 5], qp[iq + 6], Rk)
-        _quat_to_R(q[iq + 3], q[iq + 4], q[iq + 5], q[iq + 6], Rn)
+        quat_to_R(qp[iq + 3], qp[iq + 4], qp[iq + 5], qp[iq + 6], Rk)
+        quat_to_R(q[iq + 3], q[iq + 4], q[iq + 5], q[iq + 6], Rn)
         for a in range(3):
             q[iq + a] = qp[iq + a] + dt * (Rk[a, 0] * u0 + Rk[a, 1] * u1 + Rk[a, 2] * u2)
         # u in the new body frame: Rn^T Rk u
@@ -82,7 +86,7 @@ def _contacts_and_applied(t, d, g, c, s, r, opt, fe, forces, penalty, q, v, tau,
         ncon = collide(g, c, d.link_R, d.link_p, opt.contact_margin)
         if penalty is not None:
             if method == CONTACT_PENALTY:
-                    _penalty_forces(t, d, s, c, ncon, opt.contact_stiffness, opt.contact_damping,
+                    penalty_forces(t, d, s, c, ncon, opt.contact_stiffness, opt.contact_damping,
                                 opt.friction_velocity, s.scratch)
     s.stats[STAT_NCON] = ncon
     for j in range(v.shape[0]):
@@ -98,7 +102,7 @@ def _contacts_and_applied(t, d, g, c, s, r, opt, fe, forces, penalty, q, v, tau,
 def _explicit_accel(t, d, g, c, s, r, opt, fe, penalty, q, v, tau, time, qdd):
     """qdd with passive and penalty contact forces explicit (the implicit form at dt = 0)."""
     _contacts_and_applied(t, d, g, c, s, r, opt, fe, fe, penalty, q, v, tau, time)
-    _passive_implicit(t, d, q, v, s.tau_applied, 0.0, opt.friction_velocity)
+    passive_implicit(t, d, q, v, s.tau_applied, 0.0, opt.friction_velocity)
     aba(t, d, d.tau_total, d.diag, qdd)
 
 
@@ -135,37 +139,48 @@ def step_semi_implicit_euler(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, lf, li,
         copy_into(d.q_prev, q)
         copy_into(d.v_prev, v)
         ncon = _contacts_and_applied(t, d, g, c, s, r, opt, fe, ef, penalty, q, v, tau, time)
-        _passive_implicit(t, d, q, v, s.tau_applied, dt, opt.friction_velocity)
-        aba(t, d, d.tau_total, d.diag, d.qdd)
-        for j in range(nv):
-            v[j] += dt * d.qdd[j]
+        passive_implicit(t, d, q, v, s.tau_applied, dt, opt.friction_velocity)
+        dense = nv > 0 and r.dof_parent[0] == DENSE_ROOT
+        if dense:
+            # a singular mass matrix (massless bodies the constraints determine): no ABA; the
+            # force f = tau - C(q, v) waits in qdd for apply_impulses, which solves the free
+            # motion with the constraint rows (the rows see v at the step's start)
+            for j in range(nv):
+                d.qdd[j] = 0.0
+            rnea(t, d, d.qdd, d.a_step)
+            for j in range(nv):
+                d.qdd[j] = d.tau_total[j] - d.a_step[j]
+        else:
+            aba(t, d, d.tau_total, d.diag, d.qdd)
+            for j in range(nv):
+                v[j] += dt * d.qdd[j]
         ncontact = 0
         m = 0
         if int(opt.contact_method) == CONTACT_LCP and ncon > 0:
-            ncontact = _select_contacts(c, ncon, s, maxc)
-            m = _contact_rows(t, d, s, c, ncontact, d.v_prev, m, opt.erp, opt.max_erv,
+            ncontact = select_contacts(c, ncon, s, maxc)
+            m = contact_rows(t, d, s, c, ncontact, d.v_prev, m, opt.erp, opt.max_erv,
                               opt.bounce_velocity, dt, s.scratch)
-        m = _joint_rows(t, r, s, q, v, m, opt.joint_erp, dt)
+        m = joint_rows(t, r, s, q, v, m, opt.joint_erp, dt)
         if ef is not None:       # not fe: numba prunes on the arguments only
             if fe.flags[H_NSTOP] > 0:
                 m = stop_rows(t, d, s, fe, v, m, opt.joint_erp, dt)
         loop0 = m        # loop and drive rows: always present, warm-started from the last step
         if loops is not None:
             for k in range(nloop):
-                m = _loop_rows(t, d, r, s, k, m, s.scratch, opt.joint_erp, dt)
+                m = loop_rows(t, d, r, s, k, m, s.scratch, opt.joint_erp, dt)
         if ef is not None:
             if fe.flags[H_NDRIVE] > 0:
                 m = drive_rows(t, d, s, fe, q, v, m, time, opt.joint_erp, dt)
         if m > loop0:
             _see_free_joint_translation(t, d, s, loop0, m, dt)
         s.stats[STAT_ROWS] = m
-        if m > 0:
-            _warm_start(s, c, ncontact, m)
+        if m > 0 or dense:
+            warm_start_contacts(s, c, ncontact, m)
             for i in range(loop0, m):
                 s.x[i] = s.loop_x[i - loop0]
-            _apply_impulses(t, d, r, s, v, m, ncontact, opt.cfm, dt, int(opt.pgs_iterations),
+            apply_impulses(t, d, r, s, v, m, ncontact, opt.cfm, dt, int(opt.pgs_iterations),
                             opt.pgs_tolerance, lf, li)
-            _remember(s, c, ncontact)
+            remember_contacts(s, c, ncontact)
             for i in range(loop0, m):
                 s.loop_x[i - loop0] = s.x[i]
         else:
@@ -174,7 +189,7 @@ def step_semi_implicit_euler(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, lf, li,
             d.a_step[j] = (v[j] - d.v_prev[j]) / dt
         integrate(t, q, v, dt, q)
         _free_joints_translate_straight(t, d, q, v, dt)
-        bad = _restore_if_nonfinite(t, d, q, v)
+        bad = restore_if_nonfinite(t, d, q, v)
         if bad >= 0:
             return step, bad
     return nsteps, -1
@@ -214,7 +229,7 @@ def step_rk4(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, lf, li, ef, ei, sizes, 
         for j in range(nv):
             v[j] += dt * d.a_sum[j]
             d.a_step[j] = d.a_sum[j]
-        bad = _restore_if_nonfinite(t, d, q, v)
+        bad = restore_if_nonfinite(t, d, q, v)
         if bad >= 0:
             return step, bad
     return nsteps, -1
@@ -239,3 +254,41 @@ def applied_forces_kernel(tf, ti, df, ef, ei, q, v, time, zero, tau):
     rnea(t, d, zero, d.qdd)
     for j in range(tau.shape[0]):
         tau[j] += d.qdd[j] - d.tau_total[j]
+
+
+# ---------------------------------------------- many worlds of one model in one call ---
+# Each world's row of the per-world buffers (df, cf, ci, sf, si, lf, li, ef, ei, q, v, tau) is
+# handed to the one-world step kernel, so that a batch computes exactly what separate
+# Simulations compute, bit for bit; prange spreads the worlds over numba's threads. The model's
+# buffers (tf, ti, gf, gi, rf, ri) are shared: the step only reads them. t0[w] is world w's time.
+@batch_kernel
+def step_batch_semi_implicit_euler(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, lf, li, ef, ei, sizes, optf,
+                                   q, v, tau, t0, dt, nsteps, loops, penalty, done, bad):
+    """step_semi_implicit_euler for every world w (the per-world buffers' row w); world w's
+    (steps done, first non-finite DOF or -1) into done[w], bad[w]."""
+    for w in prange(q.shape[0]):
+        if ef is None:
+            r = step_semi_implicit_euler(tf, ti, df[w], gf, gi, cf[w], ci[w], rf, ri, sf[w], si[w], lf[w], li[w],
+                                         None, None, sizes, optf, q[w], v[w], tau[w], t0[w], dt, nsteps, loops,
+                                         penalty)
+        else:
+            r = step_semi_implicit_euler(tf, ti, df[w], gf, gi, cf[w], ci[w], rf, ri, sf[w], si[w], lf[w], li[w],
+                                         ef[w], ei[w], sizes, optf, q[w], v[w], tau[w], t0[w], dt, nsteps, loops,
+                                         penalty)
+        done[w] = r[0]
+        bad[w] = r[1]
+
+
+@batch_kernel
+def step_batch_rk4(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, lf, li, ef, ei, sizes, optf,
+                   q, v, tau, t0, dt, nsteps, loops, penalty, done, bad):
+    """step_rk4 for every world, as step_batch_semi_implicit_euler."""
+    for w in prange(q.shape[0]):
+        if ef is None:
+            r = step_rk4(tf, ti, df[w], gf, gi, cf[w], ci[w], rf, ri, sf[w], si[w], lf[w], li[w],
+                         None, None, sizes, optf, q[w], v[w], tau[w], t0[w], dt, nsteps, loops, penalty)
+        else:
+            r = step_rk4(tf, ti, df[w], gf, gi, cf[w], ci[w], rf, ri, sf[w], si[w], lf[w], li[w],
+                         ef[w], ei[w], sizes, optf, q[w], v[w], tau[w], t0[w], dt, nsteps, loops, penalty)
+        done[w] = r[0]
+        bad[w] = r[1]

@@ -10,18 +10,22 @@ _LOADERS = {
     ".osim": ("opensim", "load_opensim"),
     ".yaml": ("chrono_yaml", "load_chrono_yaml"),
     ".yml": ("chrono_yaml", "load_chrono_yaml"),
+    ".sdf": ("sdf", "load_sdf"),
+    ".world": ("sdf", "load_sdf"),
 }
 
 
-def load_model(path, floating_base: bool = False, xacro_args=None, **options) -> Model:
-    """Load a model file; the format comes from the extension (or, for .xml, the content).
+def load_model(path, floating_base=None, xacro_args=None, **options) -> Model:
+    """Load a model file; the format comes from the extension, or the content: a <mujoco> root
+    is MJCF (formats/mjcf), a .xml with <robot> is URDF, one with <sdf> SDFormat (formats/sdf).
 
-    floating_base=True puts a free joint named `root_joint` above a URDF's root link (URDF
-    cannot say so itself); formats that declare their root joint ignore it. A .xacro file is
+    A URDF's root link floats (a free joint named `root_joint`) unless the file welds it to a
+    link named "world", as Gazebo places a URDF; floating_base=True or False overrides that.
+    Formats that declare their root joint ignore floating_base. A .xacro file is
     expanded by the `xacro` package with `xacro_args` ({name: value}, as name:=value on xacro's
     command line) and read as URDF.
     """
-    path = os.fspath(path)
+    path = os.fsdecode(path)         # bytes (a non-UTF-8 name) as the str the OS functions take back
     if os.path.isdir(path):
         raise ModelError(f"{path}: a directory, not a model file; expected a file ending in "
                          f"{', '.join(sorted([*_LOADERS, '.xacro']))}")
@@ -34,16 +38,30 @@ def load_model(path, floating_base: bool = False, xacro_args=None, **options) ->
     if xacro_args:
         raise ModelError(f"{path}: xacro arguments ({', '.join(f'{k}:={v}' for k, v in xacro_args.items())}) "
                          "given for a file that is not .xacro")
+    with open(path, "rb") as f:
+        head = f.read(4096)
+    from .mjcf import is_mjcf
+    if is_mjcf(head):             # MJCF by its <mujoco> root, whatever the extension
+        from .mjcf import load_mjcf
+        return load_mjcf(path, floating_base=floating_base, **options)
     if ext == ".xml":
-        with open(path, "rb") as f:
-            head = f.read(4096)
-        ext = ".urdf" if b"<robot" in head else ext
+        ext = ".urdf" if b"<robot" in head else ".sdf" if b"<sdf" in head else ext
     if ext not in _LOADERS:
-        raise ModelError(f"{path}: unknown model format {ext!r}; expected one of {', '.join(sorted([*_LOADERS, '.xacro']))}")
+        raise ModelError(f"{path}: unknown model format {ext!r}; expected one of {', '.join(sorted([*_LOADERS, '.xacro']))} or an MJCF file (<mujoco> root)")
     module_name, func_name = _LOADERS[ext]
     import importlib
     module = importlib.import_module(f"{__name__}.{module_name}")
     return getattr(module, func_name)(path, floating_base=floating_base, **options)
+
+
+def is_mjcf_file(path) -> bool:
+    """Whether the file opens a <mujoco> document (MJCF, whatever its extension)."""
+    from .mjcf import is_mjcf
+    try:
+        with open(path, "rb") as f:
+            return is_mjcf(f.read(4096))
+    except OSError:
+        return False
 
 
 def expand_xacro(path, args=None) -> str:
@@ -61,7 +79,7 @@ def expand_xacro(path, args=None) -> str:
     return doc.toxml()
 
 
-def load_description(text, source: str = "robot_description", floating_base: bool = False) -> Model:
+def load_description(text, source: str = "robot_description", floating_base=None) -> Model:
     """A Model from URDF text (a robot_description parameter or topic); `source` names it in
     messages, relative mesh paths start from the current folder."""
     from .urdf import load_urdf

@@ -1,5 +1,5 @@
-"""Triangle meshes from files: OBJ, STL (ascii and binary), Collada (.dae) and VTK PolyData
-(.vtp, OpenSim's geometry).
+"""Triangle meshes from files: OBJ, STL (ascii and binary), Collada (.dae), VTK PolyData
+(.vtp, OpenSim's geometry) and MuJoCo's binary .msh.
 
     vertices, faces = load_mesh("part.stl", scale=(1, 1, 1))
 
@@ -153,8 +153,9 @@ def _merge_corners(corners):
 def read_collada(path):
     from lxml import etree
     try:
-        root = etree.parse(path, etree.XMLParser(resolve_entities=False, no_network=True,
-                                                 huge_tree=True)).getroot()
+        with open(path, "rb") as f:                 # (bytes: lxml cannot encode a non-UTF-8 file name)
+            root = etree.fromstring(f.read(), etree.XMLParser(resolve_entities=False, no_network=True,
+                                                              huge_tree=True))
     except etree.XMLSyntaxError as exc:
         raise MeshError(f"{path}, line {exc.lineno}: not well-formed XML: {exc.msg}") from None
     if _local(root) != "COLLADA":
@@ -430,7 +431,25 @@ def _b64_len(n_bytes):
     return 4 * ((n_bytes + 2) // 3)
 
 
+def read_msh(path):
+    """MuJoCo's binary .msh: int32 counts (vertices, normals, texture coordinates, faces), then
+    float32 vertices, normals, texture coordinates and int32 faces."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if len(data) < 16:
+        raise MeshError(f"{path}: too short for a MuJoCo .msh header (16 bytes)")
+    nv, nn, nt, nf = struct.unpack_from("<4i", data)
+    size = 16 + 4 * (3 * nv + 3 * nn + 2 * nt + 3 * nf)
+    if min(nv, nn, nt, nf) < 0 or len(data) != size:
+        raise MeshError(f"{path}: {len(data)} bytes; a .msh with {nv} vertices, {nn} normals, {nt} texture "
+                        f"coordinates and {nf} faces has {size}")
+    vertices = np.frombuffer(data, "<f4", 3 * nv, 16).reshape(-1, 3).astype(float)
+    faces = np.frombuffer(data, "<i4", 3 * nf, 16 + 4 * (3 * nv + 3 * nn + 2 * nt)).reshape(-1, 3)
+    return vertices, faces
+
+
 READERS = {
+    ".msh": read_msh,
     ".obj": read_obj,
     ".stl": read_stl,
     ".dae": read_collada,

@@ -57,6 +57,10 @@ SENSOR_TYPES = {"AccelerationSensor": "accelerometer", "Gyro": "gyro", "ForceSen
                 "RangeSensor": "range", "VisionSensor": "camera"}
 VISION_TYPES = ("COLOR", "DEPTH", "COLOR_DEPTH", "NONE", "MONO", "MONO_DEPTH")
 GROUP_TYPES = ("Group", "Collision", "Anchor", "Billboard")
+# Nodes in the expanded scene (a USEd node is walked at each USE, a PROTO body at each instance).
+# Real robots and environments have thousands; this bounds the doubling of USE within USE (or
+# PROTO within PROTO) that grows a small file exponentially, to about a second of walking.
+MAX_SCENE_NODES = 200_000
 
 _NUM = ("SFFloat",)
 _VEC = ("SFVec3f",)
@@ -131,6 +135,7 @@ class _Builder:
         self.sensors = []           # (type order, sensor_id, walk order, Sensor)
         self.extra_joints = []
         self.noted = set()
+        self.walked = 0             # nodes the walk visited, copies from USE and PROTO instances included
 
     def warn(self, text):
         self.model.warnings.append(text)
@@ -181,6 +186,11 @@ class _Builder:
         stack = [(n, link, T, visual_only) for n in reversed(nodes) if n is not None]
         while stack:
             node, link, T, visual_only = stack.pop()
+            self.walked += 1
+            if self.walked > MAX_SCENE_NODES:      # a node USEd twice at each of 40 levels is 2^40 nodes
+                raise ModelError(f"{node.where}: the scene expands to more than {MAX_SCENE_NODES} nodes (each USE "
+                                 "and PROTO instance counts as a copy); expected a model of fewer nodes, without "
+                                 "USE or PROTO instances repeated within repeated ones")
             children, child_link, child_T = self.visit(node, link, T, visual_only)
             if node.type in SENSOR_TYPES:
                 visual_only = True
@@ -208,7 +218,8 @@ class _Builder:
             mount = self.add_sensor(node, link, T)
             return node.get("children", []), link, T @ mount
         if kind == "Transform":
-            return node.get("children", []), link, T @ vrml.transform_matrix(node)
+            M = vrml.transform_matrix(node)
+            return node.get("children", []), link, (T if M is None else T @ M)
         if kind in GROUP_TYPES:
             return node.get("children", []), link, T
         if kind == "Switch":

@@ -20,8 +20,8 @@ massless link "ground" welded to the world that carries the ground's geometry, c
 half-spaces and the ground end of loop constraints. Model.dof_names are the OpenSim coordinate
 names; a name used by two joints becomes "<joint>/<coordinate>" for both. As in OpenSim, a
 second joint of the same name is renamed <name>_0, <name>_1, ... and a coordinate the file
-leaves out is called _coord_<k>; a joint without a name is named after its class in lower
-case (pinjoint, weldjoint), as OpenSim 4.6 does. Markers become Model.frames.
+leaves out is called _coord_<k>; a joint or coordinate without a name (or with name="") is
+named after its class in lower case (pinjoint, weldjoint, coordinate), as OpenSim 4.6 does. Markers become Model.frames.
 
 Joints (OpenSim -> Model; each keeps OpenSim's coordinate values as its q):
     WeldJoint      -> fixed
@@ -106,7 +106,7 @@ from lxml import etree
 
 from ..model import (Actuator, Bushing, CoordinateCoupler, CoordinateLimitForce, Frame, Function,
                      Joint, Link, LoopConstraint, Model, ModelError, Shape, SpringDamper,
-                     TransformAxis)
+                     TransformAxis, numbers_text)
 from ..model.transforms import axis_angle_to_matrix, make_transform
 from .meshes import MeshError, load_mesh
 
@@ -394,7 +394,7 @@ class _Reader:
         c = self.prop(el, tag)
         if c is None or c.text is None or not c.text.strip():
             if default is None:
-                raise self.error(el, f"missing <{tag}> ({'numbers' if n is None else f'{n} numbers'})")
+                raise self.error(el, f"missing <{tag}> ({'numbers' if n is None else numbers_text(n)})")
             return np.array(default, dtype=float)
         where = f"{self.where(c)} of {_describe(el)}" if c.getparent() is el else self.where(c)
         try:
@@ -402,7 +402,7 @@ class _Reader:
         except ValueError:
             raise ModelError(f"{where}: <{tag}>{c.text.strip()}</{tag}>: expected numbers") from None
         if n is not None and values.size != n:
-            raise ModelError(f"{where}: <{tag}>{c.text.strip()}</{tag}>: expected {n} numbers, got {values.size}")
+            raise ModelError(f"{where}: <{tag}>{c.text.strip()}</{tag}>: expected {numbers_text(n)}, got {values.size}")
         if finite and not np.all(np.isfinite(values)):
             raise ModelError(f"{where}: <{tag}>{c.text.strip()}</{tag}>: expected finite numbers")
         return values
@@ -441,8 +441,9 @@ class _Reader:
                 name = c.get("name")
                 if name is None:
                     name = _SET_NAMES.get(tag)
-                if name is None and tag in _JOINT_TYPES:
-                    # OpenSim 4.6 names a joint after its class in lower case, a second one _0, _1, ...
+                if not name and tag in _JOINT_TYPES:
+                    # OpenSim 4.6 names a joint without a name (or with name="") after its class
+                    # in lower case, a second one _0, _1, ...
                     name, k = tag.lower(), 0
                     while f"{path}/{name}" in by_path:
                         name, k = f"{tag.lower()}_{k}", k + 1
@@ -595,7 +596,7 @@ def _parse(reader):
         text = root.get("Version", "0")
         try:
             reader.version = int(float(text))
-        except ValueError:
+        except (ValueError, OverflowError):          # (OverflowError: Version="1e999")
             raise reader.error(root, f"Version=\"{text}\": expected a number such as 30000 or 40000") from None
         model_el = _child(root, "Model")
         if model_el is None:
@@ -875,8 +876,11 @@ class _Builder:
                 c_el = listed[k] if k < len(listed) else None
                 # OpenSim's names for coordinates the file leaves out: "_coord_k" (it names them
                 # before it reads the joint's name), "<joint>_coord_k" for a joint it adds itself
+                # and "coordinate" (its class in lower case) for a <Coordinate name="">
                 prefix = name if el.sourceline is None else ""
-                c_name = c_el.get("name") if c_el is not None and c_el.get("name") else f"{prefix}_coord_{k}"
+                c_name = f"{prefix}_coord_{k}" if c_el is None else c_el.get("name") or "coordinate"
+                if c_el is not None and not c_el.get("name"):
+                    r.warn(c_el, f"a Coordinate without a name: named {c_name!r} as OpenSim 4.6 does")
                 c = _Coord(r, info, k, c_name, c_el)
                 c.motion = motion
                 info.coords.append(c)

@@ -13,8 +13,8 @@ SFVec2f/SFVec3f/SFColor/SFRotation -> float arrays, MF numeric fields -> arrays 
 (n, k), MFString -> list of str, SFNode -> Node or None, MFNode -> list of Nodes. Fields of
 other standard nodes (Background, Viewpoint, ...) are read by their syntax alone.
 
-The parser keeps its own stack of open nodes instead of recursing, so nesting depth is
-bounded by memory, not by Python's recursion limit. Every error is a ModelError that starts
+The parser keeps its own stack of open nodes instead of recursing, so nesting depth is not
+bounded by Python's recursion limit but by MAX_NESTING (10000 levels). Every error is a ModelError that starts
 with "file:line:" and says what was expected.
 """
 from __future__ import annotations
@@ -102,6 +102,10 @@ _EXPECTED = {"SFFloat": "a number", "SFTime": "a number", "SFInt32": "an integer
              "SFImage": "width height components pixels..."}
 FIELD_KINDS = ("field", "exposedField", "eventIn", "eventOut")
 _MAX_PROTO_NESTING = 50     # PROTO declarations inside PROTO bodies (each level recurses once)
+# Nodes inside nodes. Real models nest a few dozen levels; XML parsers refuse far less (libxml2,
+# which reads our XML formats: 2048; tinyxml2, MuJoCo's: 500). Past this a file is an attack
+# or a generator's bug, and each level costs time in every pass over the scene.
+MAX_NESTING = 10000
 
 
 class Node:
@@ -225,26 +229,34 @@ def instantiate(node: Node) -> list:
     if proto.body is None:
         return []
     copies = {}
+    pending = []            # templates whose copies still lack their fields: no recursion, so a
+                            # body nested 100000 deep copies as a flat one does
+
+    def shell(template):
+        new = copies.get(id(template))
+        if new is None:
+            new = Node(template.type, {}, template.name, template.file, template.line, template.proto)
+            new.inlined = template.inlined
+            copies[id(template)] = new
+            pending.append(template)
+        return new
 
     def substitute(value):
         if isinstance(value, IsRef):
             return node.fields.get(value.name)
         if isinstance(value, Node):
-            return copy(value)
+            return shell(value)
         if isinstance(value, list) and value and isinstance(value[0], (Node, IsRef)):
             return [substitute(v) for v in value]
         return value
 
-    def copy(template):         # recursion depth = the template's own nesting (hand-written, small)
-        if id(template) not in copies:
-            new = Node(template.type, {}, template.name, template.file, template.line, template.proto)
-            copies[id(template)] = new
-            new.inlined = template.inlined
-            for key, value in template.fields.items():
-                new.fields[key] = substitute(value)
-        return copies[id(template)]
-
-    return [copy(t) for t in proto.body]
+    out = [shell(t) for t in proto.body]
+    while pending:
+        template = pending.pop()
+        new = copies[id(template)]
+        for key, value in template.fields.items():
+            new.fields[key] = substitute(value)
+    return out
 
 
 def rotation_matrix(rotation, where: str = "") -> np.ndarray:
@@ -257,8 +269,14 @@ def rotation_matrix(rotation, where: str = "") -> np.ndarray:
     return axis_angle_to_matrix(axis / n, angle)
 
 
-def transform_matrix(node: Node) -> np.ndarray:
-    """A Transform's 4x4 matrix: T * C * R * SR * S * SR^-1 * C^-1 (VRML97 6.52)."""
+_TRANSFORM_FIELDS = frozenset(("translation", "center", "rotation", "scale", "scaleOrientation"))
+
+
+def transform_matrix(node: Node):
+    """A Transform's 4x4 matrix: T * C * R * SR * S * SR^-1 * C^-1 (VRML97 6.52); None for a
+    Transform that only groups (most of them in real files: no matrix made or multiplied)."""
+    if node.fields.keys().isdisjoint(_TRANSFORM_FIELDS):
+        return None
     mat = make_transform
     where = node.where
     t = np.asarray(node.get("translation", (0, 0, 0)), dtype=float)
@@ -329,6 +347,7 @@ class _Parser:
         self.protos = {}
         self.defs = {}
         self.proto_depth = 0       # >0 while parsing a PROTO body (templates: no Inline loading)
+        self.nesting = 0           # nodes open around the cursor (PROTO bodies inside nodes too)
         self.counts = {}
         self._newlines = [m.start() for m in re.finditer("\n", text)]
         self.kinds, self.texts, self.pos = self._tokenize(text)
@@ -571,6 +590,7 @@ class _Parser:
     def _finish(self, root):
         """Parse the bodies of `root` and every node nested in it, with an explicit stack."""
         stack = [root]
+        self._open(root)
         while True:
             frame = stack[-1]
             kind, text = self.kinds[self.i], self.texts[self.i]
@@ -591,12 +611,14 @@ class _Parser:
                 if isinstance(child, _Frame):
                     child.deliver = "mf"
                     stack.append(child)
+                    self._open(child)
                 elif child is not None:
                     frame.mf_list.append(child)
                 continue
             if kind == "punct" and text == "}":
                 self.i += 1
                 stack.pop()
+                self.nesting -= 1
                 node = self._close(frame)
                 if not stack:
                     return node
@@ -611,6 +633,15 @@ class _Parser:
             child = self._field(frame)
             if child is not None:
                 stack.append(child)
+                self._open(child)
+
+    def _open(self, frame):
+        """Count a node whose body is about to be parsed; refuse one nested too deep."""
+        self.nesting += 1
+        if self.nesting > MAX_NESTING:
+            node = frame.node
+            raise ModelError(f"{node.where}: {node.type} nested {self.nesting} nodes deep; expected at most "
+                             f"{MAX_NESTING} levels (real models nest a few dozen)")
 
     def _field(self, frame):
         """One `name value` inside a node body. Returns a child _Frame when the value is a node

@@ -11,5 +11,5 @@ written out over serial for a real controller. Imports nothing of ROS.
 - `emulate`: a simulated sensor written out of a serial port in a device protocol
 - `commands`: joint commands read from a serial port (csv lines)
 
-The ROS layer (mbsim_ros/ros/hil.py) wires these to topics, /diagnostics and services.
+The ROS layer (mbsim_ros/ros/hil_topics.py) wires these to topics, /diagnostics and services.
 """

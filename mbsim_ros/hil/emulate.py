@@ -15,7 +15,7 @@ import threading
 
 import numpy as np
 
-from .config import protocol_options, rotation_matrix
+from .entries import protocol_options, rotation_matrix
 from .link import SerialLink
 from .protocols import make_encoder
 

@@ -9,7 +9,7 @@ handed to the sources stay there: the last one is held (on_fault hold) while the
 from __future__ import annotations
 
 from ..model import ConfigError
-from .config import protocol_options
+from .entries import protocol_options
 from .link import SerialLink
 from .protocols import make_parser
 

@@ -47,7 +47,7 @@ from collections import Counter
 
 import numpy as np
 
-from .config import rotation_matrix
+from .entries import rotation_matrix
 
 STATES = ("ok", "stale", "down")
 MAX_QUEUE = 4096        # samples waiting for the physics thread (a paused simulation keeps only these)
@@ -58,10 +58,10 @@ class SimClock:
     """Arrival stamps on the simulation clock. The physics thread calls tick(t) after each step;
     `schedule` (e.g. Runner.sim_time), when set, maps the wall clock to simulation time."""
 
-    def __init__(self, t: float = 0.0):
+    def __init__(self, t: float = 0.0, schedule=None):
         self.t = float(t)
         self.epoch = 0                  # + 1 at each reset (time going back)
-        self.schedule = None
+        self.schedule = schedule
 
     def tick(self, t: float):
         if t < self.t - 1e-12:

@@ -1,5 +1,5 @@
 """The format-independent model (imports nothing else of the project)."""
-from .errors import ConfigError, ModelError, SimulationError
+from .errors import ConfigError, ModelError, SimulationError, numbers_text
 from .model import (JOINT_TYPES, SHAPE_KINDS, Frame, Joint, Link, LoopConstraint, Model, Sensor,
                     Shape, neutral_q, sensor_ros_frames, symmetric_inertia)
 from .elements import (Actuator, BodyLoad, Bushing, CoordinateCoupler, CoordinateLimitForce, Function, Motor,

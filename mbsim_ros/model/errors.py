@@ -12,3 +12,8 @@ class SimulationError(RuntimeError):
 
 class ConfigError(ValueError):
     """A run or sensor configuration is malformed; the message names the file or key."""
+
+
+def numbers_text(n) -> str:
+    """'a number', '3 numbers': how a message says how many numbers were expected."""
+    return "a number" if n == 1 else f"{n} numbers"

@@ -16,7 +16,7 @@ from typing import Optional
 
 import numpy as np
 
-from .errors import ModelError
+from .errors import ModelError, numbers_text
 
 # name -> (nq, nv). Multi-DOF joints other than ball and free use one coordinate per DOF
 # with v = dq/dt, as DART does.
@@ -72,7 +72,7 @@ def symmetric_inertia(inertia, what):
 def _vec(x, n, what):
     a = np.asarray(x, dtype=float).reshape(-1)
     if a.shape != (n,):
-        raise ModelError(f"{what}: expected {n} numbers, got {a.size}")
+        raise ModelError(f"{what}: expected {numbers_text(n)}, got {a.size}")
     return a
 
 
@@ -85,7 +85,8 @@ class Shape:
     plane: the shape frame's xy plane, normal +z; mesh: `vertices` (n, 3) and `faces` (m, 3)
     already scaled, or `mesh_path` with `scale` when the file could not be read.
     Contact material (collision shapes): Coulomb `friction` (a pair uses the smaller of its
-    two) and `restitution` (a pair uses the product), DART's defaults.
+    two) and `restitution` (a pair uses the product), DART's defaults. `laser_retro`: the
+    intensity a range sensor's ray reads where it hits this shape (SDFormat's <laser_retro>).
     """
     kind: str
     pose: np.ndarray = field(default_factory=lambda: np.eye(4))
@@ -100,6 +101,7 @@ class Shape:
     name: str = ""
     friction: float = 1.0
     restitution: float = 0.0
+    laser_retro: float = 0.0
 
     def __post_init__(self):
         if self.kind not in SHAPE_KINDS:

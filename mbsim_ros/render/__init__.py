@@ -44,7 +44,7 @@ within 0.9 % of its radius) while cast_rays is exact on them; analytic solids ar
 """
 from .._kernel_cache import kernel_cache
 from .image import depth_to_image, write_image, write_png
-from .scene import (Scene, camera_parameters, framing_view, lathe, look_at, range_directions,
+from .scene import (Scene, camera_parameters, framing_view, lathe, lidar_directions, look_at, range_directions,
                     sensor_pose, tessellate, world_scene)
 
 with kernel_cache("render"):   # our kernels call only our own: cached under this subpackage's digest
@@ -52,5 +52,5 @@ with kernel_cache("render"):   # our kernels call only our own: cached under thi
     from .raycast import cast_rays
 
 __all__ = ["AMBIENT", "BACKGROUND", "LIGHT", "Scene", "camera_parameters", "cast_rays",
-           "depth_to_image", "framing_view", "intrinsics", "lathe", "look_at", "range_directions", "render",
+           "depth_to_image", "framing_view", "intrinsics", "lathe", "lidar_directions", "look_at", "range_directions", "render",
            "sensor_pose", "shade", "tessellate", "world_scene", "write_image", "write_png"]

@@ -15,10 +15,11 @@ from .scene import BOX, CAPSULE, CONE, CYLINDER, MESH, PLANE, SPHERE
 INF = np.inf
 
 
-def cast_rays(scene, origins, directions, max_distance, out=None):
+def cast_rays(scene, origins, directions, max_distance, out=None, hit=None):
     """Distance along each ray (origins (n, 3), unit directions (n, 3), world frame) to the
     first surface of `scene` at its current link poses, or +inf when there is none within
-    max_distance. Writes into out (n,) float64 (allocated if None) and returns it."""
+    max_distance. Writes into out (n,) float64 (allocated if None) and returns it. hit (n,)
+    int64, when given, receives the index of the primitive each ray hit (scene.prim_*), -1 for none."""
     origins = np.asarray(origins, float)
     directions = np.asarray(directions, float)
     n = len(origins)
@@ -29,10 +30,14 @@ def cast_rays(scene, origins, directions, max_distance, out=None):
         out = np.empty(n)
     if out.shape != (n,) or out.dtype != np.float64:
         raise ValueError(f"cast_rays: out must be a float64 array of shape ({n},)")
+    if hit is None:
+        hit = np.empty(0, np.int64)
+    elif hit.shape != (n,) or hit.dtype != np.int64:
+        raise ValueError(f"cast_rays: hit must be an int64 array of shape ({n},)")
     cast_kernel(scene.prim_kind, scene.prim_link, scene.prim_R, scene.prim_p, scene.prim_size,
                 scene.prim_center, scene.prim_bound, scene.prim_tris, scene.vertices, scene.triangles,
                 scene.link_R, scene.link_p, scene.prim_Rw, scene.prim_pw, scene.prim_cw,
-                origins, directions, float(max_distance), out)
+                origins, directions, float(max_distance), out, hit)
     return out
 
 
@@ -172,8 +177,9 @@ def _mesh(ox, oy, oz, dx, dy, dz, V, T, t0, t1, best):
 
 @njit(cache=True, nogil=True)
 def cast_kernel(kind, plink, pR, pp, size, center, bound, ptris, V, T, link_R, link_p,
-                Rw, pw, cw, origins, dirs, max_distance, out):
-    """See cast_rays(). Rw, pw, cw: workspaces for the primitives' world poses and centres."""
+                Rw, pw, cw, origins, dirs, max_distance, out, hit):
+    """See cast_rays(). Rw, pw, cw: workspaces for the primitives' world poses and centres;
+    hit: the primitive hit per ray (-1: none), or an empty array when not wanted."""
     npr = kind.shape[0]
     for j in range(npr):
         l = plink[j]
@@ -187,6 +193,7 @@ def cast_kernel(kind, plink, pR, pp, size, center, bound, ptris, V, T, link_R, l
         ox, oy, oz = origins[i, 0], origins[i, 1], origins[i, 2]
         dx, dy, dz = dirs[i, 0], dirs[i, 1], dirs[i, 2]
         best = INF
+        best_j = -1
         for j in range(npr):
             kd = kind[j]
             if kd != PLANE:             # bounding-sphere cull
@@ -223,4 +230,7 @@ def cast_kernel(kind, plink, pR, pp, size, center, bound, ptris, V, T, link_R, l
                 t = INF
             if t < best:
                 best = t
+                best_j = j
         out[i] = best if best <= max_distance else INF
+        if hit.shape[0] > 0:
+            hit[i] = best_j if best <= max_distance else -1

@@ -43,7 +43,7 @@ class Scene:
         if len(set(self.link_names)) != len(self.link_names):
             raise ValueError("link_names has a name twice")
         verts, vlink, tris, tcolor, two_sided = [], [], [], [], []
-        prims = []        # (kind, link, R, p, size(3), center(3), bound, tri0, tri1, color)
+        prims = []        # (kind, link, R, p, size(3), center(3), bound, tri0, tri1, color, laser_retro)
         nvert = ntri = 0
         seen = []
         for model in self.models:           # compile_models' order: models, then tree order
@@ -57,6 +57,7 @@ class Scene:
                     kind = KIND[shape.kind]
                     R, p = shape.pose[:3, :3], shape.pose[:3, 3]
                     rgb = np.clip(np.asarray(shape.color, float).reshape(-1)[:3], 0.0, 1.0)
+                    retro = float(getattr(shape, "laser_retro", 0.0))
                     size, bound = _primitive_size(shape)
                     if kind == MESH:
                         if shape.vertices is None or shape.faces is None or len(shape.faces) == 0:
@@ -67,7 +68,7 @@ class Scene:
                             raise ValueError(f"link {link.name!r}: a mesh with a face index out of "
                                              f"range or a non-finite vertex")    # the kernels do not check
                     elif kind == PLANE:
-                        prims.append((kind, k, R, p, size, np.zeros(3), np.inf, 0, 0, rgb))
+                        prims.append((kind, k, R, p, size, np.zeros(3), np.inf, 0, 0, rgb, retro))
                         continue
                     else:
                         if not bound > 0.0 or not np.all(np.isfinite(size)):   # nothing to see or hit
@@ -86,9 +87,9 @@ class Scene:
                         lo, hi = Vl.min(axis=0), Vl.max(axis=0)
                         c = 0.5 * (lo + hi)
                         r = float(np.sqrt(((Vl - c) ** 2).sum(axis=1)).max())
-                        prims.append((kind, k, np.eye(3), np.zeros(3), np.zeros(3), c, r, t0, ntri, rgb))
+                        prims.append((kind, k, np.eye(3), np.zeros(3), np.zeros(3), c, r, t0, ntri, rgb, retro))
                     else:
-                        prims.append((kind, k, R, p, size, np.zeros(3), bound, t0, ntri, rgb))
+                        prims.append((kind, k, R, p, size, np.zeros(3), bound, t0, ntri, rgb, retro))
         # world names (model/names.py): the link's own, or "<entity>/<link>"
         if len(seen) != len(self.link_names) or any(n != b and not n.endswith("/" + b)
                                                     for n, b in zip(self.link_names, seen)):
@@ -108,6 +109,7 @@ class Scene:
         self.prim_bound = np.array([x[6] for x in prims], float).reshape(n)
         self.prim_tris = np.array([[x[7], x[8]] for x in prims], np.int64).reshape(n, 2)
         self.prim_color = np.array([x[9] for x in prims], float).reshape(n, 3)
+        self.prim_retro = np.array([x[10] for x in prims], float).reshape(n)   # what a ray hitting it reads
         self.planes = np.flatnonzero(self.prim_kind == PLANE).astype(np.int64)
         nl = len(self.link_names)
         self.link_R = np.tile(np.eye(3), (nl, 1, 1))
@@ -312,6 +314,17 @@ def camera_parameters(sensor):
     p = sensor.params
     return (int(p.get("width", 320)), int(p.get("height", 240)), float(p.get("fieldOfView", 0.785398)),
             float(p.get("frontClipDistance", 0.01)), float(p.get("backClipDistance", 10.0)))
+
+
+def lidar_directions(yaw, pitch) -> np.ndarray:
+    """Unit ray directions (len(pitch) * len(yaw), 3) of a range sensor in its own (OpenHRP)
+    frame, ring by ring (pitch outer, yaw inner). In the laser frame (x forward, y left, z up) a
+    ray at yaw th and pitch ph is (cos ph cos th, cos ph sin th, sin ph); the sensor frame has
+    x = -y_laser, y = z_laser, z = -x_laser (model.LASER_FRAME). Pitch 0 gives range_directions'
+    rays."""
+    th, ph = np.meshgrid(np.asarray(yaw, float), np.asarray(pitch, float))
+    th, ph = th.ravel(), ph.ravel()
+    return np.ascontiguousarray(np.c_[-np.cos(ph) * np.sin(th), np.sin(ph), -np.cos(ph) * np.cos(th)])
 
 
 def range_directions(scan_angle, scan_step) -> np.ndarray:

@@ -17,7 +17,7 @@ functions: Chrono CONTROLLER functions); names not in the models are reported on
 values hold until the next message. NS/actuator_controls/state (JointState, effort = the
 controls in force) at joint_state_rate. JointState because it is the standard message of named
 values (no new dependency; `ros2 topic pub` and rqt publish it).
-Hardware in the loop (ros/hil.py): a sensor with a real device keeps its topic, which carries
+Hardware in the loop (ros/hil_topics.py): a sensor with a real device keeps its topic, which carries
 the device's values, and gets NS/<sensor>/sim with the simulated ones; emulated sensors are
 written to serial ports; joint commands also come from serial ports.
 Names (joint_states, frame ids, sensor topics) are world names (model/names.py): a model's own,
@@ -38,7 +38,7 @@ periodic messages (clock, joint states, TF, Imu, wrench, scans, camera info, ima
 preallocated CDR templates (ros/templates.py) written in place, never message objects. On a bag,
 alone or beside a live transport, the clock, joint_states, /tf and the kinematic sensors without
 a delay, real device or emulation (the messages of every step or every few) are filled and
-recorded in the physics thread by one compiled call a step (bag.Lane), straight into the pending
+recorded in the physics thread by one compiled call a step (bag_lane.Lane), straight into the pending
 chunk: the same messages, byte for byte; beside it a live transport gets them only while it has
 subscribers to them (FanoutTransport).
 Lazy publishing: on a live transport a topic nobody subscribes to is not serialized, and a
@@ -62,9 +62,12 @@ from ..model.names import renamed
 from ..model.transforms import inverse_transform
 from ..sensors import Reading
 from ..sensors.devices import Arrivals
-from . import hil
+from ..run.config import RATES
+from ..run.control import joint_dofs
+from . import bag_kernels, diagnostics, hil_topics
 from . import messages as msg
 from . import templates as tpl
+from .inputs import Inputs
 from .qos import CLOCK, DEFAULT, LATCHED, SENSOR, TF
 
 
@@ -74,107 +77,34 @@ def ros_name(text: str) -> str:
     return name if name and not name[0].isdigit() else "_" + name
 
 
-RATES = ("joint_state_rate", "tf_rate", "clock_rate", "diagnostics_rate")   # configuration keys, Hz
 # their bits in templates.due_rates' mask (RATES' order), and the look at subscribers' (10 Hz)
 _JOINT_STATES, _TF, _CLOCK, _DIAGNOSTICS, _SUBSCRIBERS = (1 << k for k in range(len(RATES) + 1))
+# what the messages' kernels need compiled before the clock starts (run.world.simulation's warm_up_jobs)
+WARM_UP_JOBS = (("TF poses", tpl.compile_tf_kernels), ("bag recording", bag_kernels.compile_lane_kernels))
 
 
-class JointController:
-    """Efforts and PD targets from the command topics, turned into sim.tau before each step:
-    tau = effort + kp (q* - q) + kd (v* - v), the PD terms where a target is set (v* = 0 where
-    only q* is).
-
-    A JointState command names joints (DOFs); each of position, velocity, effort is either empty
-    (not commanded: that interface unchanged for the named joints), one value per name (NaN: not
-    commanded, unchanged, for that joint; ros2_control's command interfaces are NaN until a
-    controller writes them), or shorter: one value per named
-    joint that `interfaces` ({joint: [position, velocity, effort]}) gives that interface, in name
-    order, as joint_state_topic_hardware_interface sends them. A joint listed in `interfaces`
-    takes only its interfaces from full arrays too (topic_based_ros2_control sends 0 for the
-    others). A joint given a position interface holds its initial position until commanded (as a
-    servo does when powered), so a robot stands while its controllers start."""
-
-    def __init__(self, sim, dofs, gains, interfaces=None):
-        nv = sim.nv
-        self.effort = np.zeros(nv)
-        self.q_target = np.full(nv, np.nan)
-        self.v_target = np.full(nv, np.nan)
-        self.kp = np.zeros(nv)
-        self.kd = np.zeros(nv)
-        self.q_of_v = np.full(nv, -1)
-        self.index = {}                    # DOF name -> v index
-        self.interfaces = dict(interfaces or {})
-        default = gains.get("default", [0.0, 0.0])
-        for name, iq, iv, joint in dofs:
-            self.index[name] = iv
-            self.q_of_v[iv] = iq
-            self.kp[iv], self.kd[iv] = gains.get(name, gains.get(joint, default))
-            if "position" in self.interfaces.get(name, ()):
-                self.q_target[iv] = sim.q[iq]
-        self.active = bool(np.isfinite(self.q_target).any())
-
-    def adopt(self, old):
-        """Keep the efforts and targets `old` held for the DOFs (by name) still in the world."""
-        for name, iv in self.index.items():
-            if name in old.index:
-                j = old.index[name]
-                self.effort[iv], self.q_target[iv], self.v_target[iv] = old.effort[j], old.q_target[j], old.v_target[j]
-        self.active = old.active
-
-    def command(self, cmd):
-        """A decoded JointState command; returns an error text (the message ignored) or None."""
-        names = cmd.names
-        unknown = [n for n in names if n not in self.index]
-        if unknown:
-            return f"joint_commands: unknown joint(s) {', '.join(unknown)}"
-        columns = []
-        for kind, values in (("position", cmd.position), ("velocity", cmd.velocity), ("effort", cmd.effort)):
-            if values is None or len(values) == 0:
-                continue
-            if len(values) == len(names):     # one per name; a joint given interfaces takes only those
-                keep = [k for k, n in enumerate(names) if kind in self.interfaces.get(n, (kind,))]
-                takers, values = [names[k] for k in keep], np.asarray(values, dtype=float)[keep]
-            else:
-                takers = [n for n in names if kind in self.interfaces.get(n, ())]
-                if len(takers) != len(values):
-                    return (f"joint_commands: {len(values)} {kind} value(s) for {len(names)} names; expected one per "
-                            f"name (NaN: not commanded) or one per named joint with a {kind} interface in "
-                            f"command_interfaces ({len(takers)}: {', '.join(takers) or 'none'})")
-            if np.isinf(values).any():
-                return f"joint_commands: {kind} values must be finite or NaN (not commanded), got {list(values)}"
-            columns.append((kind, [self.index[n] for n in takers], np.asarray(values, dtype=float)))
-        for kind, iv, values in columns:
-            target = self.q_target if kind == "position" else self.v_target if kind == "velocity" else self.effort
-            given = ~np.isnan(values)
-            target[np.asarray(iv, dtype=int)[given]] = values[given]
-        self.active = True
-        return None
-
-    def efforts(self, values):
-        if len(values) != len(self.effort):
-            return f"joint_efforts: expected {len(self.effort)} values (every DOF in model order), got {len(values)}"
-        self.effort[:] = values
-        self.active = True
-        return None
-
-    def apply(self, sim):
-        if not self.active:
-            return
-        tau = self.effort.copy()
-        has_q = ~np.isnan(self.q_target)
-        if has_q.any():
-            iq = self.q_of_v[has_q]
-            tau[has_q] += self.kp[has_q] * (self.q_target[has_q] - sim.q[iq])
-        v_target = np.where(has_q & np.isnan(self.v_target), 0.0, self.v_target)
-        has_v = ~np.isnan(v_target)
-        if has_v.any():
-            tau[has_v] += self.kd[has_v] * (v_target[has_v] - sim.v[has_v])
-        sim.tau = tau
+def check_rate(key, hz):
+    """ValueError unless `key` is one of RATES and hz a rate in Hz > 0."""
+    if key not in RATES or not (math.isfinite(float(hz)) and float(hz) > 0):
+        raise ValueError(f"{key} = {hz}: expected one of {', '.join(RATES)} with a rate in Hz > 0")
 
 
 _KINEMATIC = frozenset(("accelerometer", "gyro", "force"))
 _BOUND = _KINEMATIC | {"camera"}       # the kinds whose messages a writer bound once per device writes
 _FIXED_KEYS = ("clock", "tf", "tf_static", "diagnostics", "joint_states", "actuator_controls/state")
+
+
+def _welded_where_placed(model, place):
+    """The model whose fixed root joints carry its placement in the world: its description's
+    weld to "world" (to_urdf) then says what /tf_static says."""
+    if np.array_equal(place, np.eye(4)) or not any(j.parent is None and j.type == "fixed" for j in model.joints):
+        return model
+    import copy
+    out = copy.deepcopy(model)
+    for j in out.joints:
+        if j.parent is None and j.type == "fixed":
+            j.origin = place @ j.origin
+    return out
 
 
 def _derived(entity, world_base, bare_base, name):
@@ -184,33 +114,35 @@ def _derived(entity, world_base, bare_base, name):
 
 
 class Bridge:
-    """Publishes one Simulation (mbsim_ros.sensors.Simulation) on `transport`.
+    """Publishes one Simulation (mbsim_ros.sensors.Simulation) on `transport`: a listener of a
+    run.Session (start, on_step, on_reset, on_world_changed, flush, worker_threads, close).
 
-    config: the run configuration (ros/config.py). publish(job): how built jobs run (an
-    AsyncPublisher's submit; default inline). submit(fn): how command callbacks reach the
-    physics thread (a Runner's submit; default: applied at once)."""
+    config: the run configuration (run/config.py). Started by a Session, built jobs run through
+    its publish (an AsyncPublisher's when paced), commands reach its joint control between steps
+    and the hardware in the loop stamps on its clock. Started without one (start(), a test
+    stepping by hand and calling on_step), jobs run inline and commands are refused (logged)."""
 
-    def __init__(self, sim, transport, config, publish=None, submit=None, log=None):
+    def __init__(self, sim, transport, config, log=None):
         self.sim = sim
         self.transport = transport
         self.config = config
-        self.publish_job = publish or (lambda job: job())
-        self.submit = submit or (lambda fn: fn())
+        self.session = None
+        self.publish_job = lambda job: job()
+        self.submit = lambda fn: fn()
         self.log = log or (lambda text: None)
-        given = (config.get("namespace") or "").strip("/")     # a valid ROS namespace (config checks it)
+        given = (config.namespace or "").strip("/")     # a valid ROS namespace (config checks it)
         self.ns = "/" + "/".join(ros_name(p) for p in given.split("/")) if given else "/" + ros_name(sim.entities[0])
         self._first = sim.entities[0]
         self.namespaces = {}                # entity -> "/its/namespace": a spawned model's own topics
-        self.prefix = config.get("frame_prefix", "")
+        self.prefix = config.frame_prefix
         # RATES and the look at subscribers: each due at k / rate on the simulation clock
-        self.rate_period = np.array([1.0 / min(hz, 1.0 / sim.dt) for hz in [float(config[key]) for key in RATES] + [10.0]])
+        self.rate_period = np.array([1.0 / min(hz, 1.0 / sim.dt) for hz in [float(getattr(config, key)) for key in RATES] + [10.0]])
         self.rate_k = np.zeros(len(RATES) + 1, np.int64)
         self._layout()
-        self.controller = JointController(sim, self.dofs, config.get("pd_gains", {}), config.get("command_interfaces"))
         self.actuator_names = list(sim.actuator_names)
         self.input_names = list(sim.input_names)
-        self._reported = set()
-        self.runner_stats = lambda: {}
+        self.inputs = Inputs(self)          # joint commands, efforts, actuator controls, inputs -> session calls
+        self.runner_stats = lambda: {}      # the session's live statistics once started by one
         self._last = {}
         self.pubs = {}
         self.templates = {}                 # publication key -> its CDR template (built on first use)
@@ -219,7 +151,7 @@ class Bridge:
         self.wanted = {}                    # publication key -> someone subscribes (lazy publishing)
         self._python_due = -1               # the rates' bits whose messages on_step builds (-1: not known yet)
         self.live = getattr(transport, "receives", False)    # subscribers come and go (lazy publishing)
-        self.lane = None                    # bag.Lane recording the clock, joint states, /tf, kinematic sensors
+        self.lane = None                    # bag_lane.Lane recording the clock, joint states, /tf, kinematic sensors
         self._lane_tf = None                # (its /tf values, each edge's first index there) when it records /tf
         self._collected = None              # the devices whose readings on_step collects (None: all)
         self._arrivals = Arrivals()         # set when one of them gets a reading (all of them share it)
@@ -232,9 +164,7 @@ class Bridge:
         self._looking = []                  # (key, handle) still to look at for subscribers, last first
         self._look_size = 1                 # how many of them a step
         self.errors = []
-        self.hil = None
-        if hil.configured(config):
-            self.hil = hil.Hil(sim, config, self)
+        self.hil = None                     # the hardware in the loop (ros/hil_topics.py), made by start()
 
     # -- layout -----------------------------------------------------------------------------
     def frame(self, name):
@@ -247,7 +177,7 @@ class Bridge:
         self._python_due = -1                # until refresh_subscribers knows the new world's
         sim = self.sim
         names = sim.names
-        self.dofs = []                       # (DOF name, q index, v index, joint name)
+        self.dofs = joint_dofs(sim)          # (DOF name, q index, v index, joint name)
         self.moving = []                     # (parent frame, child frame, parent link or None, child link,
                                              #  the child frame in the child link or None)
         self.static = []                     # (parent frame, child frame, 4x4)
@@ -260,10 +190,6 @@ class Bridge:
             dof_names = model.dof_names
             child_frames = joint_frame_links(model)
             for j in model.joints:
-                if j.type not in ("fixed", "ball", "free"):
-                    for i in range(j.nv):
-                        self.dofs.append((joint[dof_names[j.v_index + i]], q_off + j.q_index + i, v_off + j.v_index + i,
-                                          joint[j.name]))
                 parent = self.frame(link[j.parent]) if j.parent is not None else ("odom" if j.type == "free" else "world")
                 floating = floating or (j.parent is None and j.type == "free")
                 child = link[j.child]
@@ -309,8 +235,8 @@ class Bridge:
         self.dof_v = np.array([d[2] for d in self.dofs], dtype=int)
         # accelerometer + gyro pairs merged into one Imu per link (same pose only)
         self.merged = {}
-        if self.config.get("merge_imu"):
-            real = set(self.config.get("devices") or {})     # keep their own topics (and /sim)
+        if self.config.merge_imu:
+            real = set(self.config.devices or {})     # keep their own topics (and /sim)
             devs = [d for d in sim.devices.values() if d.name not in real]
             for a in (d for d in devs if d.kind == "accelerometer"):
                 g = next((d for d in devs if d.kind == "gyro" and d.link == a.link and d.rate == a.rate
@@ -321,7 +247,7 @@ class Bridge:
 
     def named_topic(self, key):
         """The topic a configuration key names: absolute as given, else under the namespace."""
-        name = self.config.get(key) or key[:-len("_topic")]
+        name = getattr(self.config, key) or key[:-len("_topic")]
         return name if name.startswith("/") else self.topic(name)
 
     def topic(self, *parts):
@@ -347,9 +273,21 @@ class Bridge:
         return self.topic("robot_description") if entity == self._first else self.topic(entity, "robot_description")
 
     # -- start / stop -----------------------------------------------------------------------
-    def start(self):
-        """Advertise every topic, publish robot_description and /tf_static, subscribe inputs."""
+    def start(self, session=None):
+        """Advertise every topic, publish robot_description and /tf_static, subscribe inputs;
+        with `session`, publish through it, command its joints, and open the hardware in the
+        loop (ConfigError for a bad devices:/emulate:/commands: entry)."""
         t, sim = self.transport, self.sim
+        if session is not None:
+            self.session = session
+            self.publish_job = session.publish
+            self.submit = session.submit
+            self.runner_stats = session.live_stats
+            self.namespaces = session.namespaces
+        if hil_topics.configured(self.config):
+            if session is None:
+                raise ValueError("hardware in the loop (devices:, emulate:, commands:) runs under a Session")
+            self.hil = hil_topics.Hil(sim, self.config, self, session.hil_clock)
         adv = self.pubs
         adv["clock"] = t.advertise("/clock", msg.CLOCK, CLOCK)
         adv["tf"] = t.advertise("/tf", msg.TF_MESSAGE, TF)
@@ -359,12 +297,7 @@ class Bridge:
         if self.actuator_names:
             adv["actuator_controls/state"] = t.advertise(self.topic("actuator_controls", "state"), msg.JOINT_STATE, DEFAULT)
         self._advertise_models()
-        t.subscribe(self.named_topic("joint_commands_topic"), msg.JOINT_STATE, self._on_joint_commands)
-        t.subscribe(self.topic("joint_efforts"), msg.FLOAT64_MULTI_ARRAY, self._on_joint_efforts)
-        if self.actuator_names:
-            t.subscribe(self.topic("actuator_controls"), msg.JOINT_STATE, self._on_actuator_controls)
-        if self.input_names:
-            t.subscribe(self.topic("inputs"), msg.JOINT_STATE, self._on_inputs)
+        self.inputs.subscribe(t)
         if self.hil is not None:
             self.hil.start(t)
         self._build_lane()
@@ -468,7 +401,7 @@ class Bridge:
             dev.arrivals = self._arrivals
         self._arrivals.new = True
 
-    def reset(self):
+    def on_reset(self, sim):
         """After the simulation went back to t = 0 (in the physics thread): every rate counts
         from 0 again, so each topic flows from the first step on."""
         self.rate_k[:] = 0
@@ -476,15 +409,12 @@ class Bridge:
     def set_rate(self, key, hz):
         """Change one of RATES (Hz > 0; capped at the physics rate) from the next step on; call
         it in the physics thread (a Runner's submit)."""
-        if key not in RATES:
-            raise ValueError(f"{key}: not a rate; expected one of {', '.join(RATES)}")
+        check_rate(key, hz)
         hz = float(hz)
-        if not (math.isfinite(hz) and hz > 0):
-            raise ValueError(f"{key} must be a rate in Hz > 0, got {hz}")
         i = RATES.index(key)
         self.rate_period[i] = period = 1.0 / min(hz, 1.0 / self.sim.dt)
         self.rate_k[i] = int(math.floor(self.sim.t / period + 1e-9)) + 1    # due at the next multiple
-        self.config[key] = hz
+        setattr(self.config, key, hz)
 
     def _model_topics(self):
         """{key: (topic, type, qos)} of what the world's models publish: descriptions, sensors."""
@@ -508,6 +438,7 @@ class Bridge:
                 out[dev.name] = (topic(), msg.WRENCH_STAMPED, SENSOR)
             elif dev.kind == "range":
                 out[dev.name] = (topic(), msg.LASER_SCAN, SENSOR)
+                out[dev.name + "/points"] = (topic("points"), msg.POINT_CLOUD2, SENSOR)
             elif dev.kind == "camera":
                 parts = []
                 if dev.color:
@@ -534,23 +465,18 @@ class Bridge:
         for key in new:
             adv[key] = t.advertise(*wanted[key])
         stamp = sim.t
-        for entity, model in zip(sim.entities, sim.models):
+        for entity, model, place in zip(sim.entities, sim.models, sim.compiled.placements):
             if f"robot_description/{entity}" in new:
-                t.publish(adv[f"robot_description/{entity}"], msg.string(to_urdf(renamed(model, sim.names, entity))),
-                          msg.to_nanoseconds(stamp))
+                description = to_urdf(_welded_where_placed(renamed(model, sim.names, entity), place))
+                t.publish(adv[f"robot_description/{entity}"], msg.string(description), msg.to_nanoseconds(stamp))
         t.publish(adv["tf_static"], msg.tf_message([(stamp, p, c, T) for p, c, T in self.static]),
                   msg.to_nanoseconds(stamp))
 
-    def world_changed(self):
+    def on_world_changed(self, sim):
         """After sim.add_model / remove_model / set_model_pose (between steps, in the physics
         thread): lay the world out again, advertise the new models' topics and descriptions,
-        unadvertise those of models that left, republish /tf_static, and keep the joint
-        commands of the DOFs that stay."""
-        old_controller = self.controller
+        unadvertise those of models that left, republish /tf_static."""
         self._layout()
-        self.controller = JointController(self.sim, self.dofs, self.config.get("pd_gains", {}),
-                                          self.config.get("command_interfaces"))
-        self.controller.adopt(old_controller)
         self._advertise_models()
         for name in list(self._last):
             if name not in self.sim.devices:
@@ -561,7 +487,7 @@ class Bridge:
     def _build_lane(self):
         """Where the transport records a Lane (a bag): the clock, joint_states, /tf and every
         kinematic sensor without a delay, a real device or a serial emulation go into one, filled
-        and recorded by one compiled call a step, which also gives the step's due mask (bag.Lane;
+        and recorded by one compiled call a step, which also gives the step's due mask (bag_lane.Lane;
         /tf's values computed when it stops before /tf, at the steps it is due); on_step collects
         the other devices' readings, and the lane's while a live transport beside the bag has
         subscribers to them (refresh_subscribers)."""
@@ -578,7 +504,7 @@ class Bridge:
         clock = tpl.ClockTemplate()
         # (publication, template, sensor slot or -1, due bit, gathers: (offset in the message,
         # source, index) with sources 0-4 = q, v, tau, the sensors' values, /tf's values
-        # (bag.LANE_SOURCES), the stamps' offsets in the message)
+        # (bag_lane.LANE_SOURCES), the stamps' offsets in the message)
         members = [(pubs["clock"], clock, -1, _CLOCK.bit_length() - 1, [], [4 + clock.stamp_at]),
                    (pubs["joint_states"], js, -1, _JOINT_STATES.bit_length() - 1,
                     [(js.position_at + 8 * k, 0, int(i)) for k, i in enumerate(self.dof_q)]
@@ -629,69 +555,42 @@ class Bridge:
         R, p = self.sim.link_poses()
         tpl.tf_values(R, p, *self.tf_layout[1:], *self._lane_tf)
 
+    def set_source(self, sensor: str, source: str) -> str:
+        """Put sensor's real device ("real") or the simulation ("sim") on its topic (a sensor
+        with a devices: entry); returns what the topic now carries. ValueError for a sensor
+        without a real device or an unknown source."""
+        if self.hil is None:
+            raise ValueError("set_source: the configuration has no devices: section")
+        return self.hil.set_source(sensor, source)
+
+    def worker_threads(self):
+        """The transport's threads that the physics waits for (real-time priority beside it)."""
+        return self.transport.worker_threads()
+
     def close(self):
-        """Stop what start() started besides the transport (serial ports and their threads)."""
+        """Stop what start() started (serial ports and their threads), then close the transport
+        (a bag writes its summary here)."""
         if self.hil is not None:
             self.hil.close()
+        self.transport.close()
 
-    def _report(self, error):
+    def report(self, error):
+        """An input error: kept (the first 100, Bridge.errors) and logged."""
         if error:
             if len(self.errors) < 100:
                 self.errors.append(error)
             self.log(error)
-
-    def _on_joint_commands(self, data):
-        cmd = msg.decode_joint_state(data)
-        self.submit(lambda: self._report(self.controller.command(cmd)))
-
-    def _on_joint_efforts(self, data):
-        values = msg.decode_float64_array(data)
-        self.submit(lambda: self._report(self.controller.efforts(values)))
-
-    def _on_actuator_controls(self, data):
-        cmd = msg.decode_joint_state(data)
-        self.submit(lambda: self._set_by_name("actuator_controls", "actuator", cmd.names, cmd.effort, "effort",
-                                              self.actuator_names, self.sim.set_control))
-
-    def _on_inputs(self, data):
-        cmd = msg.decode_joint_state(data)
-        self.submit(lambda: self._set_by_name("inputs", "input", cmd.names, cmd.position, "position",
-                                              self.input_names, self.sim.set_input))
-
-    def _set_by_name(self, topic, what, names, values, field, known, set_value):
-        """set_value(name, value) for each known name; a bad message or name is reported once."""
-        if len(values) != len(names):
-            self._report_once(f"{topic}: expected one {field} per name, got {len(names)} names and "
-                              f"{len(values)} {field} values; message ignored")
-            return
-        for name, value in zip(names, values):
-            if name not in known:
-                self._report_once(f"{topic}: no {what} named {name!r} (ignored); "
-                                  f"expected one of {', '.join(known)}")
-            elif not math.isfinite(value):
-                self._report_once(f"{topic}: {name} = {value} is not a finite number (ignored)")
-            else:
-                set_value(name, float(value))
-
-    def _report_once(self, error):
-        if error not in self._reported:
-            self._reported.add(error)
-            self._report(error)
 
     # -- every step -------------------------------------------------------------------------
     def on_step(self, sim):
         """After a step: collect what is due (copies of the state, new readings) in the physics
         thread, hand building and writing to publish_job; then set tau for the next step."""
         t = sim.t
-        hil_ = self.hil
-        if hil_ is not None:
-            hil_.clock.tick(t)
         lane = self.lane
         if lane is not None:       # records the clock, joint_states, /tf, kinematic sensors; gives the due mask
             due = lane.record(t)
             if not (due & self._python_due or self._arrivals.new or t >= self._quiet_until or self._looking):
-                self.controller.apply(sim)      # the lane recorded all there was (most steps)
-                return
+                return                          # the lane recorded all there was (most steps)
         else:
             due = tpl.due_rates(self.rate_period, self.rate_k, t)
         work = []
@@ -722,7 +621,6 @@ class Bridge:
             work.append(("diagnostics", t, self.runner_stats))     # evaluated off the physics thread
         if work:
             self.publish_job(lambda: self._write(work))
-        self.controller.apply(sim)
 
     def _collect_readings(self, sim, t, work):
         """Every reading made visible since the last look, each once, in order, as work items
@@ -769,7 +667,7 @@ class Bridge:
                 if hil_ is not None and name in hil_.emulators:
                     hil_.emulators[name].submit(r.values, r.stamp, name)
 
-    def publish_readings(self, sim):
+    def flush(self, sim):
         """Publish the readings that appeared since the last step (frames a render thread
         finished after it), without stepping: the end of a run at rtf 0 loses nothing."""
         work = []
@@ -895,11 +793,15 @@ class Bridge:
         wanted, template, send = self.wanted, self.template, self._send_ns
         ns = self._ns(stamp)
         if dev.kind == "range":
-            if wanted.get(key, False):
+            if wanted.get(key, False):      # a 3D lidar's scan: its ring nearest the horizon
                 tmpl = template(key, lambda: tpl.LaserScanTemplate(
-                    frame, len(r.values), dev.angle_min, dev.angle_increment, dev.angle_max, dev.range_min,
+                    frame, dev.columns, dev.angle_min, dev.angle_increment, dev.angle_max, dev.range_min,
                     dev.range_max, dev.scan_time), dev)
-                send(key, tmpl.fill(ns, r.values), ns)
+                ring = dev.scan_ring * dev.columns
+                send(key, tmpl.fill(ns, r.values[ring:ring + dev.columns]), ns)
+            points = dev.name + "/points"
+            if not suffix and wanted.get(points, False) and points in self.pubs:
+                send(points, msg.lidar_cloud(stamp, frame, r.values, dev.laser_directions, r.intensities), ns)
 
     def _writer(self, dev, key):
         """The writer bound once of a device whose kind is in _BOUND, for publication `key`."""
@@ -942,23 +844,4 @@ class Bridge:
         return write
 
     def _statuses(self, stats):
-        rtf_target = float(self.config.get("real_time_factor", 1.0))
-        rtf = stats.get("rtf_recent", stats.get("rtf"))
-        level = 0
-        message = "running"
-        if rtf is not None and rtf_target > 0 and rtf < 0.9 * rtf_target:
-            level, message = 1, f"slower than real time x{rtf_target:g}"
-        values = {k: f"{v:.4g}" if isinstance(v, float) else str(v) for k, v in stats.items()}
-        if self.actuator_names:
-            values["actuators_enabled"] = str(self.sim.actuators_enabled).lower()
-        out = [("mbsim: simulation", level, message, values)]
-        for name, dev in list(self.sim.devices.items()):    # (those a lane records too)
-            r = dev.latest
-            if r is None:
-                continue
-            sat = getattr(r, "saturated", False)
-            out.append((f"mbsim: {name}", 1 if sat else 0, "saturated" if sat else "ok",
-                        {"kind": dev.kind, "rate": f"{dev.rate:g}", "stamp": f"{r.stamp:.6f}"}))
-        if self.hil is not None:
-            out += self.hil.statuses()
-        return out
+        return diagnostics.statuses(stats, self.config, self.sim, self.hil) + self.transport.statuses()

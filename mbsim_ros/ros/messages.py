@@ -119,6 +119,13 @@ _EMPTY_F32 = np.zeros(0, dtype=_F32)
 _EMPTY_U8 = np.zeros(0, dtype=np.uint8)
 _POINT_XYZ = [_PointField(name=n, offset=4 * i, datatype=_PointField.FLOAT32, count=1)
               for i, n in enumerate("xyz")]
+# a lidar point as velodyne/ouster drivers lay it out: x y z intensity float32, ring uint16, 2
+# bytes of padding keeping every point 4-byte aligned
+LIDAR_POINT = np.dtype({"names": ["x", "y", "z", "intensity", "ring"],
+                        "formats": ["<f4", "<f4", "<f4", "<f4", "<u2"],
+                        "offsets": [0, 4, 8, 12, 16], "itemsize": 20})
+_POINT_XYZIR = _POINT_XYZ + [_PointField(name="intensity", offset=12, datatype=_PointField.FLOAT32, count=1),
+                             _PointField(name="ring", offset=16, datatype=_PointField.UINT16, count=1)]
 
 # (dtype kind, item size, channels) -> encoding, for the arrays `image` accepts
 _ENCODINGS = {
@@ -323,6 +330,36 @@ def point_cloud(stamp: float, frame: str, depth, fx: float, fy: float, cx: float
     msg = _T[POINT_CLOUD2](header=header(stamp, frame), height=height, width=width,
                            fields=_POINT_XYZ, is_bigendian=False,
                            point_step=12, row_step=12 * width,
+                           data=_EMPTY_U8, is_dense=False)
+    return _with_data(msg, POINT_CLOUD2, pts, tail=1)
+
+
+def lidar_points(ranges, directions, intensities=None) -> np.ndarray:
+    """(rings, columns) LIDAR_POINT records of a range sensor's sample: ranges (rings * columns)
+    ring by ring, bottom first; directions (rings, columns, 3) unit rays in the laser frame.
+    A ray without a finite return (REP 117: +inf nothing, -inf too close, NaN invalid) gives a NaN
+    point that keeps its place in the organized cloud; its intensity is 0."""
+    rings, columns = directions.shape[:2]
+    r = np.asarray(ranges, dtype=np.float32).reshape(rings, columns)
+    pts = np.zeros((rings, columns), LIDAR_POINT)
+    valid = np.isfinite(r)
+    r_valid = np.where(valid, r, np.float32(0))       # inf * 0 (a ray along an axis) would warn
+    for k, axis in enumerate("xyz"):
+        pts[axis] = np.where(valid, r_valid * directions[..., k], np.float32(np.nan))
+    if intensities is not None:
+        pts["intensity"] = np.where(valid, np.asarray(intensities, np.float32).reshape(rings, columns), 0)
+    pts["ring"] = np.arange(rings, dtype=np.uint16)[:, None]
+    return pts
+
+
+def lidar_cloud(stamp: float, frame: str, ranges, directions, intensities=None) -> bytes:
+    """sensor_msgs/PointCloud2 of a lidar sample (lidar_points): organized (height = rings,
+    width = columns, is_dense = False), fields x, y, z, intensity (float32) and ring (uint16)."""
+    pts = lidar_points(ranges, directions, intensities)
+    height, width = pts.shape
+    msg = _T[POINT_CLOUD2](header=header(stamp, frame), height=height, width=width,
+                           fields=_POINT_XYZIR, is_bigendian=False,
+                           point_step=LIDAR_POINT.itemsize, row_step=LIDAR_POINT.itemsize * width,
                            data=_EMPTY_U8, is_dense=False)
     return _with_data(msg, POINT_CLOUD2, pts, tail=1)
 

@@ -3,11 +3,42 @@ as serialized messages (`Publisher.publish(bytes)`), subscriptions are raw (`raw
 the bytes on. rclpy is imported when the transport is made, never at package import."""
 from __future__ import annotations
 
+import importlib
 import threading
 
+from . import messages
 from .qos import to_rclpy_qos
 from .transport import Publisher, Subscription, Transport
-from .transport_choice import message_class, rclpy_missing
+
+
+def message_class(typename: str):
+    """The rosidl Python class of "pkg/msg/Name" (rclpy needs it to create endpoints), imported
+    by its module's name; ImportError naming the package where it is not installed."""
+    package, kind, name = typename.split("/")
+    try:
+        return getattr(importlib.import_module(f"{package}.{kind}"), name)
+    except (ImportError, AttributeError) as e:
+        raise ImportError(f"{typename}: the ROS 2 package {package} is not importable ({e})") from e
+
+
+def rclpy_missing(typenames=None) -> str | None:
+    """Why rclpy cannot carry `typenames` (default: messages.TYPES, every type the node uses), in
+    one line; None where it can."""
+    typenames = messages.TYPES if typenames is None else typenames
+    try:
+        import rclpy  # noqa: F401
+    except Exception as e:    # ImportError, or a sourced ROS whose C extensions do not load here
+        return f"rclpy is not importable ({e}): source a ROS 2 installation"
+    missing = []
+    for package in sorted({t.split("/")[0] for t in typenames}):
+        try:
+            message_class(next(t for t in typenames if t.startswith(package + "/")))
+        except ImportError:
+            missing.append(package)
+    if missing:
+        return (f"rclpy is there but not the ROS 2 message package(s) {', '.join(missing)} "
+                f"(install ros-<distro>-{missing[0].replace('_', '-')} or source a ROS 2 that has them)")
+    return None
 
 
 class RclpyTransport(Transport):

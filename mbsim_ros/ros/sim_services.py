@@ -62,18 +62,24 @@ TAGS_ANY, TAGS_ALL = 0, 1
 BOUNDS_EMPTY, BOUNDS_BOX, BOUNDS_CONVEX_HULL, BOUNDS_SPHERE = 0, 1, 2, 3
 BOUNDS_TOLERANCE = 1e-9                      # m: a point on the boundary is inside, despite rounding
 
+# a spawned entity's name: one token of a ROS name (it makes NS/<name>/robot_description and the
+# prefix of its frames); a namespace short enough that its topics stay within DDS's 255 characters
+ENTITY_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+MAX_NAME, MAX_NAMESPACE = 64, 160
+
 # file extension -> the format name spawn_formats lists
-SPAWN_FORMATS = {".urdf": "urdf", ".wrl": "vrml", ".osim": "osim", ".yaml": "chrono_yaml", ".yml": "chrono_yaml"}
+SPAWN_FORMATS = {".urdf": "urdf", ".wrl": "vrml", ".osim": "osim", ".yaml": "chrono_yaml", ".yml": "chrono_yaml",
+                 ".sdf": "sdf", ".world": "sdf"}
 
 
 class SimulationInterfaces:
-    """The services over `session` (ros/session.py). quit(): what STATE_QUITTING does (the node
+    """The services over `session` (run/session.py), whose topics `bridge` publishes. quit(): what STATE_QUITTING does (the node
     shuts down); None: quitting is refused. spawnable_dirs: folders whose model files
     GetSpawnables lists besides the bundled models."""
 
-    def __init__(self, session, quit=None, spawnable_dirs=()):
+    def __init__(self, session, bridge, quit=None, spawnable_dirs=()):
         self.session = session
-        self.runner = session.runner
+        self.bridge = bridge
         self.quit = quit
         self.stopped = False                 # reset and paused by a STOPPED request, not stepped since
         self.initial = list(session.sim.model_names)     # what ResetSimulation's SCOPE_SPAWNED keeps
@@ -114,7 +120,7 @@ class SimulationInterfaces:
     def state(self):
         if self.stopped:
             return STOPPED
-        return PAUSED if self.runner.paused else PLAYING
+        return PAUSED if self.session.paused else PLAYING
 
     def set_state(self, target):
         """(code, message) of a SetSimulationState request."""
@@ -123,16 +129,16 @@ class SimulationInterfaces:
             return ALREADY_IN_TARGET_STATE, f"already in state {target}"
         if target == PLAYING:
             self.stopped = False
-            self.runner.resume()
+            self.session.resume()
             return OK, "playing"
         if target == PAUSED:
             if current == STOPPED:
                 return INCORRECT_TRANSITION, "the simulation is stopped: play it (or step it) first"
-            if not self.runner.pause(wait=True, timeout=10.0):
+            if not self.session.pause(wait=True, timeout=10.0):
                 return STATE_TRANSITION_ERROR, "the simulation did not pause within 10 s"
             return OK, "paused"
         if target == STOPPED:
-            if not self.runner.pause(wait=True, timeout=10.0):
+            if not self.session.pause(wait=True, timeout=10.0):
                 return STATE_TRANSITION_ERROR, "the simulation did not pause within 10 s"
             self._reset()
             self.stopped = True
@@ -140,7 +146,7 @@ class SimulationInterfaces:
         if target == QUITTING:
             if self.quit is None:
                 return FEATURE_UNSUPPORTED, "quitting is not offered here"
-            self.runner.pause()
+            self.session.pause()
             self.quit()
             return OK, "quitting"
         return FEATURE_UNSUPPORTED, f"state {target}: expected 0 (stopped), 1 (playing), 2 (paused) or 3 (quitting)"
@@ -163,7 +169,7 @@ class SimulationInterfaces:
             if cancelled is not None and cancelled():
                 return OPERATION_FAILED, f"cancelled after {done} of {steps} steps"
             n = min(chunk, steps - done)
-            if not self.runner.step_once(n, wait=True, timeout=max(10.0, 0.05 * n)):
+            if not self.session.step(n, wait=True, timeout=max(10.0, 0.05 * n)):
                 return OPERATION_FAILED, f"the simulation did not take {n} steps (after {done} of {steps})"
             done += n
             if feedback is not None:
@@ -180,6 +186,9 @@ class SimulationInterfaces:
         """(code, message) of ResetSimulation. Time and state are reset together (the one reset
         the Simulation has): a scope with one of them and not the other is unsupported."""
         scope = SCOPE_ALL if scope == SCOPE_DEFAULT else int(scope)
+        if scope != SCOPE_ALL and scope & ~(SCOPE_TIME | SCOPE_STATE | SCOPE_SPAWNED):
+            return FEATURE_UNSUPPORTED, (f"scope {scope}: expected SCOPE_DEFAULT (0), SCOPE_ALL (255) or a sum of "
+                                         "SCOPE_TIME (1), SCOPE_STATE (2), SCOPE_SPAWNED (4)")
         time_, state, spawned = bool(scope & SCOPE_TIME), bool(scope & SCOPE_STATE), bool(scope & SCOPE_SPAWNED)
         if time_ != state:
             return FEATURE_UNSUPPORTED, "time and state reset together here: give both SCOPE_TIME and SCOPE_STATE"
@@ -226,14 +235,16 @@ class SimulationInterfaces:
         try:
             rx = re.compile(pattern or "")
         except re.error as e:
-            return OPERATION_FAILED, f"filter {pattern!r} is not a regular expression: {e}", []
+            return OPERATION_FAILED, f"filter {_short(pattern)} is not a regular expression: {e}", []
         sim = self.sim
         names = [n for n in sim.model_names if rx.search(n)
                  and (not categories or self.category(sim.model(n)) in categories)
                  and not tags]                  # no entity has a tag: a filter with tags passes none
         if inside is not None and names:
-            roots = self._physics(lambda: [self.sim.link_pose(self.sim.root_link(n))[:3, 3].copy() for n in names])
-            names = [n for n, p in zip(names, roots) if inside(p)]
+            def origins():          # those deleted meanwhile left out
+                return {n: self.sim.link_pose(self._link(n))[:3, 3].copy() for n in names if n in self.sim.model_names}
+            roots = self._physics(origins)
+            names = [n for n in names if n in roots and inside(roots[n])]
         return OK, "", names
 
     def entity_info(self, name):
@@ -245,16 +256,18 @@ class SimulationInterfaces:
         return OK, "", (self.category(model), f"{model.name}: {len(model.links)} links, {joints} moving joints", [])
 
     def _unknown(self, name):
-        return f"no entity {name!r}; entities: {', '.join(self.entity_names())}"
+        return f"no entity {_short(name)}; entities: {', '.join(self.entity_names())}"
 
     def _link(self, name):
-        """The world name of "<model>" (its root link) or "<model>/<link>"; KeyError."""
+        """The qualified name "<model>/<link>" of "<model>" (its root link) or "<model>/<link>";
+        KeyError. Qualified, as a world name (a bare "base") may be another model's bare name too."""
         sim = self.sim
         if name in sim.model_names:
-            return sim.root_link(name)
+            return name + "/" + sim.model(name).root_links[0]
         if "/" not in name:
             raise KeyError(name)
-        return sim.world_name("link", name)
+        entity, bare = sim.names.resolve("link", name)
+        return entity + "/" + bare
 
     def _kinematics(self, link):
         """(T 4x4, twist 6, acceleration 6) of a link in the world (physics thread)."""
@@ -304,8 +317,9 @@ class SimulationInterfaces:
         code, message, names = self.entities(pattern, categories, tags, tags_mode, bounds_type, bounds_points)
         if code != OK:
             return code, message, [], []
-        states = [self.entity_state(n)[2] for n in names]
-        return OK, "", names, states
+        states = {n: self.entity_state(n)[2] for n in names}
+        names = [n for n in names if states[n] is not None]       # deleted meanwhile
+        return OK, "", names, [states[n] for n in names]
 
     def _frame(self, frame):
         """(T, twist) of a reference frame name in the world (physics thread); KeyError."""
@@ -353,7 +367,7 @@ class SimulationInterfaces:
                 self._physics(teleport)
             else:
                 # the model's world frame moves so that its root link lands at T_link
-                T_root = self._physics(lambda: self.sim.link_pose(self.sim.root_link(name)))
+                T_root = self._physics(lambda: self.sim.link_pose(self._link(name)))
                 placement = self.sim.model_pose(name)
                 self.session.set_model_pose(name, T_link @ inverse_transform(T_root) @ placement)
         except ValueError as e:
@@ -366,7 +380,7 @@ class SimulationInterfaces:
         the configured folders."""
         if not self.can_spawn():
             return FEATURE_UNSUPPORTED, "this simulation cannot add models", []
-        from .world import DATA
+        from ..run.world import DATA
         out = []
         for folder in [DATA] + self.spawnable_dirs:
             for entry in sorted(os.listdir(folder)) if os.path.isdir(folder) else ():
@@ -396,7 +410,7 @@ class SimulationInterfaces:
             return None, UNSUPPORTED_FORMAT, f"{uri}: unknown model format {ext!r}; spawn_formats: " + \
                 ", ".join(sorted(set(SPAWN_FORMATS.values())))
         try:
-            return load_model(path, floating_base=True), OK, ""
+            return load_model(path), OK, ""
         except (ModelError, OSError, ValueError) as e:
             return None, RESOURCE_PARSE_ERROR, str(e)
         finally:
@@ -410,16 +424,18 @@ class SimulationInterfaces:
         if not uri and not resource_string:
             return NO_RESOURCE, "both uri and resource_string are empty", ""
         if namespace:
-            from .config import valid_namespace
-            taken = {self.session.bridge.ns, *self.session.bridge.namespaces.values()}
-            if not valid_namespace(namespace):
-                return NAMESPACE_INVALID, (f"entity_namespace {namespace!r} is not a ROS namespace: tokens of "
-                                           "letters, digits and _ (not starting with a digit) separated by '/'"), ""
+            from ..run.config import valid_namespace
+            taken = {self.bridge.ns, *self.session.namespaces.values()}
+            if len(namespace) > MAX_NAMESPACE or not valid_namespace(namespace):
+                return NAMESPACE_INVALID, (f"entity_namespace {_short(namespace)} is not a ROS namespace: tokens of "
+                                           "letters, digits and _ (not starting with a digit) separated by '/', "
+                                           f"at most {MAX_NAMESPACE} characters"), ""
             if "/" + namespace.strip("/") in taken:
                 return NAMESPACE_INVALID, (f"entity_namespace {namespace!r} is in use (by the simulator or another "
                                            "spawned entity): its topics would clash"), ""
-        if name and ("/" in name or name != name.strip()):
-            return NAME_INVALID, f"name {name!r}: a name without '/' or surrounding spaces expected", ""
+        if name and not ENTITY_NAME.fullmatch(name):
+            return NAME_INVALID, (f"name {_short(name)}: letters, digits and _ (not starting with a digit), at most "
+                                  f"{MAX_NAME} characters expected (it names the entity's topics and frames)"), ""
         quat, pos = np.asarray(orientation, float), np.asarray(position, float)
         norm = float(np.linalg.norm(quat))
         if not (np.all(np.isfinite(pos)) and np.all(np.isfinite(quat)) and abs(norm - 1.0) < 1e-3):
@@ -427,23 +443,21 @@ class SimulationInterfaces:
         model, code, message = self._load(uri, resource_string)
         if model is None:
             return code, message, ""
-        name = name or model.name
-        taken = set(self.entity_names())
-        if name in taken:
-            if not allow_renaming:
-                return NAME_NOT_UNIQUE, f"an entity named {name!r} exists (allow_renaming is false)", ""
-            k = 1
-            while f"{name}_{k}" in taken:
-                k += 1
-            name = f"{name}_{k}"
+        name = name or topic_token(model.name)
+        if name in self.entity_names() and not allow_renaming:
+            return NAME_NOT_UNIQUE, f"an entity named {name!r} exists (allow_renaming is false)", ""
         try:
             T_ref = self._physics(lambda: self._frame(frame)[0])
         except KeyError:
             return INVALID_POSE, f"initial_pose frame {frame!r}: " + self._unknown(frame), ""
         T = T_ref @ make_transform(quat_to_matrix(quat / norm), pos)
         try:
-            spawned = self.session.spawn(model, name=name, pose=T, namespace=namespace or None)
+            # renamed in the physics thread: a concurrent spawn cannot take the same name
+            spawned = self.session.spawn(model, name=name, pose=T, namespace=namespace or None,
+                                         rename=bool(allow_renaming))
         except (ModelError, ValueError) as e:
+            if name in self.entity_names() and not allow_renaming:      # taken meanwhile
+                return NAME_NOT_UNIQUE, f"an entity named {name!r} exists (allow_renaming is false)", ""
             return OPERATION_FAILED, str(e), ""
         return OK, "", spawned
 
@@ -457,9 +471,26 @@ class SimulationInterfaces:
             return OPERATION_FAILED, f"{name!r} is the last model: a simulation needs one"
         try:
             self.session.delete(name)
-        except (KeyError, ValueError) as e:
+        except KeyError:                  # deleted by another request meanwhile
+            return NOT_FOUND, self._unknown(name)
+        except ValueError as e:
             return OPERATION_FAILED, str(e)
         return OK, ""
+
+
+def _short(text, limit=80):
+    """repr(text), cut to `limit` characters with its length said (a huge name in a message)."""
+    return repr(text) if len(text) <= limit else f"{text[:limit]!r}... ({len(text)} characters)"
+
+
+def topic_token(name):
+    """A model file's own name made an entity name (a file's name is not ours to refuse):
+    characters other than letters, digits and _ become _, a leading digit gets a _ before it,
+    cut to MAX_NAME."""
+    token = re.sub(r"[^A-Za-z0-9_]", "_", str(name)) or "model"
+    if token[0].isdigit():
+        token = "_" + token
+    return token[:MAX_NAME]
 
 
 def bounds_test(kind, points):
@@ -495,41 +526,20 @@ def bounds_test(kind, points):
 
 def hull_planes(pts):
     """(n, 4) rows (unit outward normal, offset) of half-spaces whose intersection is the convex
-    hull of 3-D points not all on one line: with a volume, every plane through three of them with
-    all the points on one side (a brute force over triples; Bounds carry a handful of points);
-    a flat hull is its plane (both sides) and, per edge, the plane through it across the
-    polygon with all the points on one side."""
-    planes = []
-    n = len(pts)
-    scale = float(np.max(np.abs(pts - pts.mean(axis=0)))) or 1.0
-
-    def keep_if_supporting(normal, point):
-        """The plane through point with this unit normal, facing out, when every point is on one side."""
-        side = (pts - point) @ normal
-        if np.all(side <= 1e-12 * scale):
-            planes.append(np.append(normal, normal @ point))
-        elif np.all(side >= -1e-12 * scale):
-            planes.append(np.append(-normal, -normal @ point))
-    if np.linalg.matrix_rank(pts[1:] - pts[0], tol=1e-12) == 2:
-        normal = np.linalg.svd(pts - pts.mean(axis=0))[2][2]          # the plane's normal
-        planes += [np.append(normal, normal @ pts[0]), np.append(-normal, -normal @ pts[0])]
-        for i in range(n):
-            for j in range(i + 1, n):
-                across = np.cross(pts[j] - pts[i], normal)
-                norm = float(np.linalg.norm(across))
-                if norm < 1e-12 * scale:
-                    continue
-                keep_if_supporting(across / norm, pts[i])
-        return np.array(planes)
-    for i in range(n):
-        for j in range(i + 1, n):
-            for k in range(j + 1, n):
-                normal = np.cross(pts[j] - pts[i], pts[k] - pts[i])
-                norm = float(np.linalg.norm(normal))
-                if norm < 1e-12 * scale * scale:
-                    continue
-                keep_if_supporting(normal / norm, pts[i])
-    return np.array(planes)
+    hull of 3-D points not all on one line (qhull, so a request with thousands of points is
+    answered at once): with a volume, the hull's facets; a flat hull is its plane (both sides)
+    and its polygon's edges, each as the plane through it across the polygon."""
+    from scipy.spatial import ConvexHull
+    if np.linalg.matrix_rank(pts[1:] - pts[0], tol=1e-12) == 3:
+        eq = ConvexHull(pts).equations                  # normal . p + offset <= 0 inside
+        return np.column_stack([eq[:, :3], -eq[:, 3]])
+    center = pts.mean(axis=0)
+    u, v, normal = np.linalg.svd(pts - center)[2]        # the plane's axes and its normal
+    flat = np.column_stack([(pts - center) @ u, (pts - center) @ v])
+    eq = ConvexHull(flat).equations                     # a x + b y + offset <= 0 inside
+    edges = eq[:, :1] * u + eq[:, 1:2] * v
+    return np.vstack([np.append(normal, normal @ center), np.append(-normal, -normal @ center),
+                      np.column_stack([edges, edges @ center - eq[:, 2]])])
 
 
 def resolve_uri(uri):
@@ -563,6 +573,8 @@ def guess_suffix(text):
         return ".wrl"
     if "<robot" in head:
         return ".urdf"
+    if "<sdf" in head:
+        return ".sdf"
     if "<OpenSimDocument" in head:
         return ".osim"
     if head and not head.startswith("<"):

@@ -341,9 +341,9 @@ class TfTemplate(Template):
         return bytes(self.buf)
 
 
-def warm_up():
+def compile_tf_kernels():
     """Compile the TF and rate kernels (or load them from the cache) for the argument types they get: run
-    in the warm-up (ros.session.simulation, mbsim warmup), before the first message and the clock."""
+    in the warm-up (the bridge's WARM_UP_JOBS, mbsim warmup), before the first message and the clock."""
     due_rates(np.ones(1), np.zeros(1, np.int64), 0.0)
     one_R, one_p = np.zeros((1, 3, 3)), np.zeros((1, 3))
     TfTemplate([("world", "warm_up")]).fill(0, one_R, one_p, np.array([-1], dtype=np.int64),

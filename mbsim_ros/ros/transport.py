@@ -163,7 +163,12 @@ class Transport:
 
     def worker_threads(self) -> list:
         """The native (OS) ids of the threads this transport runs that take the GIL (a run under
-        a real-time priority runs them one level below the physics thread, ros/session.py)."""
+        a real-time priority runs them one level below the physics thread, run/session.py)."""
+        return []
+
+    def statuses(self) -> list:
+        """[(name, level, message, {key: text})] this transport adds to /diagnostics (a bag: its
+        recording's state)."""
         return []
 
     def stats(self) -> dict:
@@ -229,7 +234,7 @@ class FanoutTransport(Transport):
 
     Each transport gets only what someone there reads, as a single live transport does (lazy
     publishing, ros/bridge.py):
-    - lane(): the first transport that records a bag.Lane records one for the fan-out's
+    - lane(): the first transport that records a bag_lane.Lane records one for the fan-out's
       handles; publish() then leaves that transport out for the handles its lane records, and
       subscriber_count() does not count it for them. So the messages of every step (the clock,
       joint states, kinematic sensors) are built for a live transport beside a bag only while
@@ -342,6 +347,9 @@ class FanoutTransport(Transport):
 
     def worker_threads(self) -> list:
         return [tid for t in self.transports for tid in t.worker_threads()]
+
+    def statuses(self) -> list:
+        return [x for t in self.transports for x in t.statuses()]
 
     def _close(self):
         errors = []

@@ -39,11 +39,13 @@ Images.__doc__ = ("A camera frame: color (H, W, 3) uint8 RGB, or (H, W) uint8 fo
 class Reading:
     """One measurement: `stamp` (simulation time of acquisition, s), `frame` (the frame the values
     are in), `values` ((ax, ay, az) m/s^2; (wx, wy, wz) rad/s; (fx, fy, fz, tx, ty, tz) N, N m;
-    ranges m; Images for a camera), `saturated` (a value was clipped at its max* field)."""
+    ranges m, ring by ring (rings * columns, bottom ring first); Images for a camera),
+    `saturated` (a value was clipped at its max* field)."""
     stamp: float
     frame: str
     values: Any
     saturated: bool = False
+    intensities: Any = None        # range sensors: per ray, the laser_retro of what it hit (0: nothing)
 
 
 class Arrivals:
@@ -59,6 +61,25 @@ class Arrivals:
 
 class SensorConfigError(ConfigError):
     """The sensor configuration names an unknown sensor or holds a bad value."""
+
+
+def _angles(explicit, angle, step, where, allow_flat=False):
+    """(angles, increment): `explicit` (samples, min, max) evenly from min to max, else OpenHRP's
+    symmetric set 2 floor(angle / 2 / step) + 1 about 0 (one angle, 0, when allow_flat and
+    angle or step is 0)."""
+    if explicit is not None:
+        samples, lo, hi = int(explicit[0]), float(explicit[1]), float(explicit[2])
+        if samples < 1 or not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi):
+            raise SensorConfigError(f"{where}: samples >= 1 and min <= max expected, got {samples}, {lo}, {hi}")
+        inc = (hi - lo) / (samples - 1) if samples > 1 else 0.0
+        return (np.linspace(lo, hi, samples) if samples > 1 else np.array([lo])), inc
+    angle, step = float(angle), float(step)
+    if allow_flat and (angle <= 0 or step <= 0):
+        return np.zeros(1), 0.0
+    if not (step > 0 and angle >= 0):
+        raise SensorConfigError(f"{where}: step must be > 0 and angle >= 0, got {step}, {angle}")
+    half = int(math.floor(angle / 2.0 / step + 1e-9))
+    return (np.arange(2 * half + 1) - half) * step, step
 
 
 def _number(value, where, low=None, positive=False):
@@ -90,7 +111,8 @@ class Device:
         if unknown:
             raise SensorConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; expected {', '.join(sorted(allowed))}")
         p = sensor.params
-        default = {"camera": p.get("frameRate", 30.0), "range": p.get("scanRate", 10.0)}.get(self.kind, DEFAULT_RATE)
+        default = {"camera": p.get("frameRate", 30.0), "range": p.get("scanRate", 10.0)}.get(
+            self.kind, p.get("updateRate", DEFAULT_RATE))
         self.rate = _number(config.get("rate", default), f"{where}.rate", positive=True)
         self.rate = min(self.rate, 1.0 / dt)       # never faster than the physics
         self.period = 1.0 / self.rate
@@ -103,10 +125,11 @@ class Device:
         self.lag_steps = 1 if self.kind in KINEMATIC else 0
         self.frame = self.name
         self.limits = None
+        noise = config.get("noise", sensor.params.get("noise"))   # the model file's noise unless configured
         if self.kind in KINEMATIC:
-            self._init_kinematic(config.get("noise"), where)
+            self._init_kinematic(noise, where)
         elif self.kind == "range":
-            self._init_range(config.get("noise"), where)
+            self._init_range(noise, where)
         elif self.kind == "camera":
             self._init_camera(config, where)
         else:
@@ -135,18 +158,30 @@ class Device:
         self.limits = np.where(lim > 0, lim, np.inf)
 
     def _init_range(self, noise, where):
-        from ..render import range_directions
+        """The ray set: yaw angles (columns) and pitch angles (rings, bottom first). OpenHRP's
+        symmetric set from scanAngle/scanStep, or `horizontal` (samples, min, max) as SDFormat
+        gives it; rings from `vertical` (samples, min, max) or Choreonoid's pitchRange/pitchStep
+        (symmetric about 0), else one ring at pitch 0."""
+        from ..render import lidar_directions
         p = self.sensor.params
-        step = float(p.get("scanStep", 0.1))
-        angle = float(p.get("scanAngle", math.pi))
-        if not (step > 0 and angle >= 0):
-            raise SensorConfigError(f"{where}: scanStep must be > 0 and scanAngle >= 0, got {step}, {angle}")
-        self.directions = range_directions(angle, step)     # OpenHRP3's symmetric ray set
-        n = len(self.directions)
-        self.angles = (np.arange(n) - n // 2) * step      # counter-clockwise about the sensor's +Y
-        self.angle_min, self.angle_max, self.angle_increment = float(self.angles[0]), float(self.angles[-1]), step
+        yaw, step = _angles(p.get("horizontal"), p.get("scanAngle", math.pi), p.get("scanStep", 0.1),
+                            f"{where}: horizontal scan")
+        pitch, _ = _angles(p.get("vertical"), p.get("pitchRange", 0.0), p.get("pitchStep", 0.0),
+                           f"{where}: vertical scan", allow_flat=True)
+        self.angles = yaw                                  # counter-clockwise about the laser frame's z
+        self.pitches = pitch                               # up from the laser frame's xy plane
+        self.rings, self.columns = len(pitch), len(yaw)
+        self.scan_ring = int(np.argmin(np.abs(pitch)))     # the ring a LaserScan carries
+        self.directions = lidar_directions(yaw, pitch)     # in the sensor's own frame
+        th, ph = np.meshgrid(yaw, pitch)                   # the same rays in the laser frame
+        self.laser_directions = np.stack([np.cos(ph) * np.cos(th), np.cos(ph) * np.sin(th), np.sin(ph)],
+                                         axis=-1).astype(np.float32)          # (rings, columns, 3)
+        self.angle_min, self.angle_max, self.angle_increment = float(yaw[0]), float(yaw[-1]), step
         self.range_min = float(p.get("minDistance", 0.0))
         self.range_max = float(p.get("maxDistance", 10.0))
+        if not 0 <= self.range_min < self.range_max:
+            raise SensorConfigError(f"{where}: 0 <= minDistance < maxDistance expected, got "
+                                    f"{self.range_min}, {self.range_max}")
         self.scan_time = self.period
         self.noise_blocks = self._noise_blocks(noise, 1, f"{where}.noise")
         self.frame = self.name + "_laser_frame"
@@ -166,10 +201,10 @@ class Device:
         self.mono = self.mode.startswith("MONO")
         self.depth = self.mode.endswith("DEPTH")
         shape = (self.height, self.width)
-        self.color_frames = FramePool(shape if self.mono else shape + (3,), np.uint8)     # (page-aligned: ros/bag.py)
+        self.color_frames = FramePool(shape if self.mono else shape + (3,), np.uint8)     # (page-aligned: ros/direct_file.py)
         self.depth_frames = FramePool(shape, np.float32)
         self.points = bool(config.get("points", False))
-        noise = config.get("noise") or {}
+        noise = config.get("noise", self.sensor.params.get("noise")) or {}
         if not isinstance(noise, dict) or set(noise) - {"color", "depth"}:
             raise SensorConfigError(f"{where}.noise: a camera takes {{color: {{...}}, depth: {{...}}}}, got {noise!r}")
         self.noise_blocks = (self._noise_blocks(noise.get("color"), 1, f"{where}.noise.color")
@@ -292,7 +327,7 @@ class Device:
             values = clipped
         return Reading(stamp, self.frame, values, saturated)
 
-    def finish_range(self, stamp, distances, dt=None):
+    def finish_range(self, stamp, distances, dt=None, intensities=None):
         """dt: time since the previous sample when the schedule was advanced already (taken)."""
         dt = self.taken(stamp) if dt is None else dt
         finite = np.isfinite(distances)
@@ -301,7 +336,9 @@ class Device:
             out[finite] = self.noise.apply(distances[finite], dt)
         out[finite & (out > self.range_max)] = np.inf
         out[finite & (out < self.range_min)] = -np.inf      # REP 117: too close
-        return Reading(stamp, self.frame, out)
+        if intensities is not None:
+            intensities = np.where(np.isfinite(out), intensities, 0.0).astype(np.float32)
+        return Reading(stamp, self.frame, out, intensities=intensities)
 
     def finish_camera(self, stamp, color, depth, dt=None):
         dt = self.taken(stamp) if dt is None else dt

@@ -17,7 +17,7 @@ OpenHRP semantics (../shared/docs/sensors-and-ros.md, section 1), all in the sen
                  torque about the sensor origin (SDF child_to_parent; MuJoCo's force and torque
                  sensors report the opposite, parent-on-child, wrench)
 """
-from ..dynamics.constraints import _add_body_force
+from ..dynamics.constraints import add_body_force
 from ..dynamics.forces import H_N, apply_forces, carve_forces
 from ..dynamics.kernels import carve_data, carve_tree, kernel, link_poses, rnea, velocity_kinematics
 
@@ -40,8 +40,8 @@ def sense_kernel(tf, ti, df, ef, ei, time, q, v, a, c_link, c_point, c_force, ki
     fext = d.fext
     fext[:, :] = 0.0
     for k in range(c_link.shape[0]):
-        _add_body_force(t.link_body, d.Rw, d.pw, fext, c_link[k, 0], c_point[k], c_force[k], 1.0)
-        _add_body_force(t.link_body, d.Rw, d.pw, fext, c_link[k, 1], c_point[k], c_force[k], -1.0)
+        add_body_force(t.link_body, d.Rw, d.pw, fext, c_link[k, 0], c_point[k], c_force[k], 1.0)
+        add_body_force(t.link_body, d.Rw, d.pw, fext, c_link[k, 1], c_point[k], c_force[k], -1.0)
     # generalized forces act inside their joints (like joint torques): only body forces matter
     if ef is not None:       # None: a world without force elements, compiled without them
         fe, _, _ = carve_forces(ef, ei)

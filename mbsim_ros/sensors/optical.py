@@ -53,7 +53,7 @@ def huge_page_memory(nbytes, touch=False):
 
 def page_aligned_empty(shape, dtype):
     """np.empty(shape, dtype) starting at a page boundary: a bag writing with O_DIRECT hands
-    such a frame's pixels to the disk as they are, without copying them (ros/bag.py)."""
+    such a frame's pixels to the disk as they are, without copying them (ros/direct_file.py)."""
     nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
     raw = np.empty(nbytes + _PAGE, np.uint8)
     skip = -raw.ctypes.data % _PAGE
@@ -108,12 +108,14 @@ def sense_optical(scene, dev, stamp, dt=None):
     from ..render import cast_rays, render
     T = scene.link_transform(dev.link) @ np.asarray(dev.sensor.pose, float)
     if dev.kind == "range":
-        n = len(dev.angles)
+        n = len(dev.directions)
         origins = np.broadcast_to(T[:3, 3], (n, 3)).copy()
         dirs = dev.directions @ T[:3, :3].T
         out = np.empty(n)
-        cast_rays(scene, origins, dirs, dev.range_max, out)
-        return dev.finish_range(stamp, out, dt)
+        hit = np.empty(n, np.int64)
+        cast_rays(scene, origins, dirs, dev.range_max, out, hit)
+        intensity = np.where(hit >= 0, scene.prim_retro[np.maximum(hit, 0)], 0.0)
+        return dev.finish_range(stamp, out, dt, intensity)
     color = depth = None
     if dev.color:
         color = dev.color_frames.take()

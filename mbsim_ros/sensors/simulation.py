@@ -1,4 +1,4 @@
-"""The Simulation users get: the dynamics Simulation plus the models' simulated sensors.
+"""The Simulation users get: the dynamics' Physics plus the models' simulated sensors.
 
     sim = mb.Simulation(model, dt=0.001, seed=0, sensors={"WaistGyro": {"rate": 500}})
     sim.step(100)
@@ -12,15 +12,15 @@ import numpy as np
 from .. import dynamics
 from ..dynamics import kernels
 from ..dynamics.constraints import STAT_NCON
-from ..dynamics.simulation import POSES_ONLY
+from ..dynamics.physics import POSES_ONLY
 from .devices import KINEMATIC, Device, SensorConfigError
 from .kinematic import ACCELEROMETER, FORCE, GYRO, sense_kernel
 
 KIND_CODES = {"accelerometer": ACCELEROMETER, "gyro": GYRO, "force": FORCE}
 
 
-class Simulation(dynamics.Simulation):
-    """dynamics.Simulation (see there for dt, integrator, contact and solver options) with the
+class Simulation(dynamics.Physics):
+    """dynamics.Physics (see there for dt, integrator, contact and solver options) with the
     models' sensors simulated. seed: the world noise seed (each device adds a hash of its name).
     sensors: {sensor name: {rate, delay, saturate, noise, enabled, points}}; a name that is not a
     sensor of the models is a SensorConfigError. Readings appear once their device has sampled."""
@@ -173,7 +173,7 @@ class Simulation(dynamics.Simulation):
 
     # -- stepping ---------------------------------------------------------------------------
     def reset(self):
-        """As dynamics.Simulation.reset, and every device back to t = 0."""
+        """As dynamics.Physics.reset, and every device back to t = 0."""
         super().reset()
         if getattr(self, "_optical", None) is not None:
             self._optical.flush()        # no frame of the old run may land after the reset
@@ -247,7 +247,7 @@ class Simulation(dynamics.Simulation):
     def kinematic_samples(self):
         """(slots, values, stamps, counts): every accelerometer's, gyro's and force sensor's
         newest sample in arrays written in place as it samples, for readers that take each
-        sample without a Reading (a bag's Lane, ros/bag.py). slots: {sensor name: row};
+        sample without a Reading (a bag's Lane, ros/bag_lane.py). slots: {sensor name: row};
         values (n, 6): the readings after noise and saturation (3 used by accelerometers and
         gyros); stamps (n,): their stamps; counts (n,): samples taken so far. A world change
         (add_model, remove_model, set_model_pose) makes new arrays."""

@@ -115,7 +115,7 @@ def test_the_same_seed_is_bit_identical_in_two_batches_and_in_a_plain_simulation
     assert by_seed[0] != by_seed[1]
     # a plain in-process mb.Simulation with the same world, override and seed
     import mbsim_ros as mb
-    from mbsim_ros.ros.world import hold_initial_pose
+    from mbsim_ros.run.world import hold_initial_pose
     row = next(r for r in a.values() if r["link.ARM.mass"] == 0.3 and r["joint.ARM.damping"] == 1.0 and r["seed"] == 1)
     cart, floor = mb.load_model(str(CART)), mb.load_model(str(FLOOR))
     hold_initial_pose([cart, floor], 2000.0)                    # the run configuration's default hold

@@ -39,17 +39,17 @@ def test_a_position_command_settles_where_the_pd_torque_balances_gravity(mbsim_w
 
 
 def test_inputs_take_the_ros_nodes_path_bit_for_bit(mbsim_world):
-    """The same JointState bytes delivered to a Session (as a live transport's reader thread
-    does) and sent by the harness give the same trajectory, bit for bit."""
-    from capture_transport import Capture
+    """JointState bytes delivered to a Session's ROS bridge (as a live transport's reader thread
+    does) and the harness's Session calls give the same trajectory, bit for bit."""
+    from capture_transport import Capture, ros_session
     from mbsim_ros.ros import messages as msg
-    from mbsim_ros.ros.config import load_config
-    from mbsim_ros.ros.session import Session, simulation
-    from mbsim_ros.ros.world import load_world
+    from mbsim_ros.run.config import load_config
+    from mbsim_ros.run import build_simulation
+    from mbsim_ros.run.world import load_world
     config = load_config(None, {"model": WORLD, "real_time_factor": 0.0, "hold": 0.0, "pd_gains": {"ARM": PD_ARM}})
     models, _ = load_world(config)
     capture = Capture()
-    session = Session(simulation(models, config), capture, config)
+    session, _ = ros_session(build_simulation(models, config), capture, config)
     capture.deliver("/Cart/joint_commands", msg.joint_state(0.0, ["ARM"], position=[0.4], velocity=[0.1]))
     session.run(0.3)
     efforts = msg.float64_array([0, 0, 0, 0, 0, 0, 0.05])
@@ -158,8 +158,8 @@ def test_a_run_configuration_file_is_read_relative_to_the_spec_and_world_keys_ov
     (tmp_path / "run.yaml").write_text("hold: 0.0\nseed: 5\npd_gains: {ARM: [1.0, 0.1]}\n")
     (tmp_path / "spec.yaml").write_text(yaml.safe_dump({"config": "run.yaml", "world": {"seed": 7}, "duration": 0.1}))
     spec = load_spec(str(tmp_path / "spec.yaml"))
-    assert spec.config["hold"] == 0.0 and spec.config["pd_gains"]["ARM"] == [1.0, 0.1]
-    assert spec.config["seed"] == 7 and spec.seeds == [7] and spec.config["real_time_factor"] == 0.0
+    assert spec.config.hold == 0.0 and spec.config.pd_gains["ARM"] == [1.0, 0.1]
+    assert spec.config.seed == 7 and spec.seeds == [7] and spec.config.real_time_factor == 0.0
     (tmp_path / "hil.yaml").write_text("devices: {WaistGyro: {port: 'loop://', protocol: csv}}\n")
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump({"config": "hil.yaml", "duration": 0.1}))
     with pytest.raises(SpecError, match=r"bad.yaml: config .*hil.yaml: devices: real devices"):

@@ -92,16 +92,16 @@ def test_least_displacement_and_locked_coordinates_held():
 
 
 def test_a_run_logs_the_assembly_note_once():
-    """mbsim run and the node build their Simulation through ros/session.simulation: the
+    """mbsim run and the node build their Simulation through run.simulation: the
     assembly note reaches its log once, not also as a Python warning."""
-    from mbsim_ros.ros.config import load_config
-    from mbsim_ros.ros.session import simulation
+    from mbsim_ros.run.config import load_config
+    from mbsim_ros.run import build_simulation
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = mb.load_model(OWN / "chrono_yaml" / "revolute_spherical_offset.yaml")
     logged = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        simulation([model], load_config(None, dict(contact="none")), log=logged.append)
+        build_simulation([model], load_config(None, dict(contact="none")), log=logged.append)
     assert len(logged) == 1 and logged[0].startswith("initial assembly onto the loop closures")
     assert not [w for w in caught if "initial assembly" in str(w.message)]

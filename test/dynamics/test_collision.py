@@ -1,4 +1,4 @@
-"""Contact points between collision shapes (mbsim_ros/dynamics/collision.py).
+"""Contact points between collision shapes (mbsim_ros/dynamics/collision/).
 
 Every analytic case lists its exact contacts (point, normal from b into a, depth), checked in
 place, with a and b swapped, and after rigid motions of the whole scene. Tolerances:
@@ -18,7 +18,9 @@ import pytest
 from scipy.spatial.transform import Rotation
 
 import mbsim_ros as mb
-from mbsim_ros.dynamics import collision as col
+from mbsim_ros.dynamics.collision import collide as collision_pass
+from mbsim_ros.dynamics.collision.geoms import compile_geoms, contacts_list
+from mbsim_ros.dynamics.collision.layout import MAX_MANIFOLD, carve_contacts, carve_geoms
 from mbsim_ros.dynamics.compiled import compile_models
 from mbsim_ros.model import Joint, Link, Model, Shape
 
@@ -48,7 +50,7 @@ def free_body(name, shapes):
 def world(*shapes, capacity=None):
     """Each shape on its own free body (bodies of different models always may collide)."""
     models = [free_body(f"body{i}", [s]) for i, s in enumerate(shapes)]
-    return col.compile_geoms(models, compile_models(models), capacity=capacity)
+    return compile_geoms(models, compile_models(models), capacity=capacity)
 
 
 def collide(geoms, poses, margin=0.0):
@@ -56,8 +58,8 @@ def collide(geoms, poses, margin=0.0):
     cf, ci, contacts = geoms.new_workspace()
     R = np.ascontiguousarray([T[:3, :3] for T in poses])
     p = np.ascontiguousarray([T[:3, 3] for T in poses])
-    n = col.collide_kernel(geoms.gf, geoms.gi, cf, ci, R, p, margin)
-    return col.contacts_list(geoms, contacts, n)
+    n = collision_pass.collide_kernel(geoms.gf, geoms.gi, cf, ci, R, p, margin)
+    return contacts_list(geoms, contacts, n)
 
 
 def check(contacts, expected, tol):
@@ -473,7 +475,7 @@ def test_plane_and_sphere_in_the_link_frame():
     ground.add_link(Link("wall", collisions=[Shape("plane", pose=pose([0, 1, 0], [np.pi / 2, 0, 0]))]))
     ground.add_joint(Joint("weld", "fixed", None, "wall"))
     models = [m.finalize(), ground.finalize()]
-    geoms = col.compile_geoms(models, compile_models(models))
+    geoms = compile_geoms(models, compile_models(models))
     contacts = collide(geoms, [pose([0.2, 0.72, -0.5], [0, 0, 1.0]), pose()])
     check(contacts, [((0.2, 1.01, 0.0), (0, -1, 0), 0.02)], TOL_EXACT)
     assert contacts[0]["link_a"] == "ball" and contacts[0]["link_b"] == "wall"
@@ -529,7 +531,7 @@ def test_many_mesh_vertices_under_a_plane_are_reduced_to_four_spread_points():
     geoms = world(Shape("mesh", vertices=v), PLANE)
     assert geoms.geoms.vert_count[0] == 200
     contacts = collide(geoms, [pose([0, 0, 0.15]), pose()])
-    assert len(contacts) == col.MAX_MANIFOLD
+    assert len(contacts) == MAX_MANIFOLD
     depths = [c["depth"] for c in contacts]
     assert depths[0] == max(depths) and abs(depths[0] - (-0.15 - v[:, 2].min())) < TOL_EXACT
     pts = np.array([c["point"][:2] for c in contacts])
@@ -574,14 +576,14 @@ def pair_names(geoms):
 
 def test_pairs_follow_the_tree_the_bodies_and_self_collision():
     m = chain_model(self_collision=True)
-    geoms = col.compile_geoms([m], compile_models([m]))
+    geoms = compile_geoms([m], compile_models([m]))
     assert np.all(geoms.pairs[:, 0] < geoms.pairs[:, 1])
     # excluded: base-link1 and link1-link2 (parent and child), link2-link3 (one body through the
     # fixed joint), link1-link3 (link3 is on link2's body, whose parent link is link1)
     assert pair_names(geoms) == {("base", "link2"), ("base", "link3"), ("base", "table"),
                                  ("link1", "table"), ("link2", "table"), ("link3", "table")}
     m = chain_model(self_collision=False)
-    geoms = col.compile_geoms([m], compile_models([m]))
+    geoms = compile_geoms([m], compile_models([m]))
     # moving links of one model do not meet; the world-welded table still meets them all
     assert pair_names(geoms) == {("base", "table"), ("link1", "table"), ("link2", "table"),
                                  ("link3", "table")}
@@ -593,7 +595,7 @@ def test_world_welded_geoms_never_pair_and_other_models_always_may():
     ground.add_link(Link("floor", collisions=[Shape("plane"), Shape("box", size=[1, 1, 1])]))
     ground.add_joint(Joint("weld", "fixed", None, "floor"))
     models = [a, b, ground.finalize()]
-    geoms = col.compile_geoms(models, compile_models(models))
+    geoms = compile_geoms(models, compile_models(models))
     names = pair_names(geoms)
     assert ("floor", "table") not in names and ("floor", "floor") not in names
     for link in ("base", "link1", "link2", "link3", "table"):
@@ -608,7 +610,7 @@ def test_collision_families_need_both_masks():
         a, b = free_body("a", [CUBE]), free_body("b", [CUBE])
         a.links[0].collision_family, a.links[0].collision_mask = fa, ma
         b.links[0].collision_family, b.links[0].collision_mask = fb, mb
-        geoms = col.compile_geoms([a, b], compile_models([a, b]))
+        geoms = compile_geoms([a, b], compile_models([a, b]))
         return len(geoms.pairs)
     assert families(0, 0xFFFF, 0, 0xFFFF) == 1
     assert families(2, 0xFFFF & ~(1 << 3), 3, 0xFFFF) == 0     # a refuses b's family
@@ -628,7 +630,7 @@ def sr1_world():
     robot = mb.load_model(MODELS + "SR1.wrl")
     floor = mb.load_model(MODELS + "floor.wrl")
     compiled = compile_models([robot, floor])
-    geoms = col.compile_geoms([robot, floor], compiled)
+    geoms = compile_geoms([robot, floor], compiled)
     return robot, floor, compiled, geoms
 
 
@@ -655,8 +657,8 @@ def test_sr1_stands_on_the_floor_on_eight_sole_corners(sr1_world):
     sole = min(c[2] for c in sole_corners(compiled, R, p, "LLEG_ANKLE_R"))
     R, p = sr1_link_poses(robot, compiled, -sole - 1e-3)     # soles 1 mm under z = 0
     cf, ci, contacts = geoms.new_workspace()
-    n = col.collide_kernel(geoms.gf, geoms.gi, cf, ci, R, p, 0.0)
-    found = col.contacts_list(geoms, contacts, n)
+    n = collision_pass.collide_kernel(geoms.gf, geoms.gi, cf, ci, R, p, 0.0)
+    found = contacts_list(geoms, contacts, n)
     # the floor model comes second, so its geom has the larger index: the floor is geom b and
     # the normal points from the floor up into the feet
     assert len(found) == 8
@@ -669,7 +671,7 @@ def test_sr1_stands_on_the_floor_on_eight_sole_corners(sr1_world):
         check([c for c in found if c["link_a"] == foot],
               [(corner + [0, 0, 5e-4], Z, 1e-3) for corner in corners], TOL_EXACT)
     R, p = sr1_link_poses(robot, compiled, -sole + 1e-2)     # lifted 1 cm
-    assert col.collide_kernel(geoms.gf, geoms.gi, cf, ci, R, p, 0.0) == 0
+    assert collision_pass.collide_kernel(geoms.gf, geoms.gi, cf, ci, R, p, 0.0) == 0
 
 
 def test_collide_is_callable_from_numba_code():
@@ -679,9 +681,9 @@ def test_collide_is_callable_from_numba_code():
 
     @kernel()
     def step_like(gf, gi, cf, ci, link_R, link_p):
-        g, _, _ = col.carve_geoms(gf, gi)
-        c, _, _ = col.carve_contacts(cf, ci)
-        n = col.collide(g, c, link_R, link_p, 0.0)
+        g, _, _ = carve_geoms(gf, gi)
+        c, _, _ = carve_contacts(cf, ci)
+        n = collision_pass.collide(g, c, link_R, link_p, 0.0)
         total = 0.0
         for r in range(n):
             total += c.depth[r]
@@ -709,13 +711,32 @@ def test_capacity_overflow_returns_the_capacity_and_stays_in_bounds():
     cf, ci, contacts = small.new_workspace()
     R = np.ascontiguousarray([T[:3, :3] for T in poses])
     p = np.ascontiguousarray([T[:3, 3] for T in poses])
-    assert col.collide_kernel(small.gf, small.gi, cf, ci, R, p, 0.0) == 3
+    assert collision_pass.collide_kernel(small.gf, small.gi, cf, ci, R, p, 0.0) == 3
     assert contacts.depth.shape == (3,)
-    for got, want in zip(col.contacts_list(small, contacts, 3), full[:3]):
+    for got, want in zip(contacts_list(small, contacts, 3), full[:3]):
         for key in ("point", "normal"):
             assert np.array_equal(got[key], want[key])
         assert got["depth"] == want["depth"] and got["geom_a"] == want["geom_a"]
     # the capacity also holds across the kernel's manifold loop: zero room, zero rows
     none = world(BOX, PLANE, capacity=0)
     cf, ci, contacts = none.new_workspace()
-    assert col.collide_kernel(none.gf, none.gi, cf, ci, R[[0, 2]], p[[0, 2]], 0.0) == 0
+    assert collision_pass.collide_kernel(none.gf, none.gi, cf, ci, R[[0, 2]], p[[0, 2]], 0.0) == 0
+
+
+def test_a_fixed_base_meets_none_of_its_own_links():
+    """solo12 welded at the origin: its base overlaps its upper legs (grandchildren, through the
+    shoulders). Without self-collision the model's links meet neither each other nor the base
+    they hang from, as in Gazebo (self_collide off): no pair, no contact. With self-collision on,
+    those overlaps are contacts again (MuJoCo filters only parent and child)."""
+    from conftest import example_robot
+    m = mb.load_model(example_robot("solo_description", "robots", "solo12.urdf"), floating_base=False)
+    assert m.joints[0].type == "fixed" and not m.self_collision
+    geoms = compile_geoms([m], compile_models([m]))
+    assert len(geoms.pairs) == 0
+    sim = mb.Simulation(m, dt=0.001)
+    sim.step()
+    assert sim.contacts() == []
+    m.self_collision = True
+    geoms = compile_geoms([m], compile_models([m]))
+    names = pair_names(geoms)
+    assert ("FL_UPPER_LEG", "base_link") in names and ("FL_SHOULDER", "base_link") not in names

@@ -140,7 +140,7 @@ def test_set_model_pose_moves_a_fixed_base_model_rigidly_and_keeps_every_state()
     by 1 m along x and 90 degrees about z moves each of its links by exactly that (1e-12) and
     leaves q and v bit for bit."""
     from mbsim_ros.model import Joint, Link, Model
-    arm = mb.load_model(HERE.parent / "models" / "urdf" / "arm.urdf.xacro")
+    arm = mb.load_model(HERE.parent / "models" / "urdf" / "arm.urdf.xacro", floating_base=False)
     ball = Model("ball")
     ball.add_link(Link("ball", 1.0, [0, 0, 0], 0.01 * np.eye(3)))
     ball.add_joint(Joint("free", "free", None, "ball"))

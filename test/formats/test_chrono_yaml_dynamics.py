@@ -23,7 +23,7 @@ def load(path):
         return mb.load_model(path)
 
 
-def simulation(model, dt=None):
+def build_simulation(model, dt=None):
     return mb.Simulation(model, dt=dt or model.settings["time_step"])
 
 
@@ -37,7 +37,7 @@ def v_of(sim, model, joint):
 
 def probe_acceleration(model, set_state, dof):
     """(dv/dt of DOF `dof`) over one PROBE_DT step from the state set_state(sim) makes."""
-    sim = simulation(model, PROBE_DT)
+    sim = build_simulation(model, PROBE_DT)
     set_state(sim)
     v0 = sim.v[dof]
     sim.step()
@@ -50,7 +50,7 @@ def test_tsda_oscillates_at_sqrt_k_over_m_with_the_analytic_decay():
     m, k, c, l0, x0 = 2.0, 50.0, 0.4, 1.0, 1.2
     alpha = c / (2 * m)
     wd = math.sqrt(k / m - alpha ** 2)
-    sim = simulation(model)
+    sim = build_simulation(model)
     j = model.joint("mass_free")
     xs, ts = [], []
     for _ in range(500):                      # 5 s in 10 ms samples
@@ -103,7 +103,7 @@ def test_rsda_oscillates_about_its_free_angle_with_the_analytic_decay():
     inertia, k, c, free = 0.5, 3.0, 0.05, math.radians(10)
     alpha = c / (2 * inertia)
     wd = math.sqrt(k / inertia - alpha ** 2)
-    sim = simulation(model)
+    sim = build_simulation(model)
     angles, ts = [], []
     for _ in range(500):
         sim.step(100)
@@ -134,7 +134,7 @@ def integral(f, t, n=20001):
 def test_each_motor_kind_tracks_its_function():
     model = load(OWN / "motors.yaml")
     motors = {m.name: m for m in model.motors}
-    sim = simulation(model)
+    sim = build_simulation(model)
     worst = dict(position=0.0, speed=0.0, linear_position=0.0, linear_speed=0.0)
     for _ in range(100):                   # 2 s in 20 ms samples
         sim.step(200)
@@ -167,7 +167,7 @@ def test_force_motors_apply_their_function_exactly():
     other force) is dt f(t) / inertia, with f at one fixed instant of the step."""
     model = load(OWN / "motors.yaml")
     motors = {m.name: m for m in model.motors}
-    sim = simulation(model)
+    sim = build_simulation(model)
     dt = sim.dt
     instants = {"start": 0.0, "middle": 0.5, "end": 1.0}
     misses = {name: {k: 0.0 for k in instants} for name in ("torque", "linear_force")}
@@ -188,7 +188,7 @@ def test_force_motors_apply_their_function_exactly():
 
 def test_torque_motor_angle_matches_the_double_integral():
     model = load(OWN / "motors.yaml")
-    sim = simulation(model)
+    sim = build_simulation(model)
     sim.step(20000)                        # 2 s
     t, inertia, w, phase = sim.t, 0.5, 2 * math.pi, 0.5
     theta = (0.8 * (t * math.cos(phase) / w - (math.sin(w * t + phase) - math.sin(phase)) / w ** 2) + 0.05 * t ** 2) / inertia
@@ -202,7 +202,7 @@ def test_shared_motors_file_tracks_each_motor():
     """The real motors model for 0.2 s (before the sliders reach the obstacles)."""
     model = load(shared_model("chrono_yaml", "mbs", "model_motors.yaml"))
     motors = {m.name: m for m in model.motors}
-    sim = simulation(model, 1e-4)           # the model file alone: solver_mbs.yaml's time step
+    sim = build_simulation(model, 1e-4)           # the model file alone: solver_mbs.yaml's time step
     for _ in range(20):
         sim.step(100)
         t = sim.t
@@ -219,7 +219,7 @@ def test_slider_crank_follows_its_motor_and_the_crank_slider_relation():
     model = load(shared_model("chrono_yaml", "mbs", "mbs.yaml"))
     (motor,) = model.motors
     (loop,) = model.constraints
-    sim = simulation(model)                # the solver file's 1e-4 s
+    sim = build_simulation(model)                # the solver file's 1e-4 s
     r, rod = 2.0, 4.0                      # crank radius (motor axis to the crank pin), rod length
     f = motor.function
     worst = dict(speed=0.0, angle=0.0, slider=0.0, loop=0.0)

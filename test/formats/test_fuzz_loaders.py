@@ -1,6 +1,7 @@
 """Bad bytes (issue 19): every loader turns mutated files (invalid UTF-8, numbers out of range,
 bytes flipped, spans cut or repeated) into a ModelError naming the file, or loads them; never
-another exception, never a hang. A fixed seed, 320 cases over our own models of each format."""
+another exception, never a hang. A fixed seed, 80 cases per format over our own models of each format (SDFormat: ours and
+Gazebo's example worlds)."""
 import pathlib
 import random
 import shutil
@@ -13,7 +14,8 @@ from mbsim_ros import ModelError
 from test_vrml import deadline
 
 OWN = pathlib.Path(__file__).resolve().parents[1] / "models"
-FORMATS = {"openhrp": "*.wrl", "urdf": "*.urdf", "opensim": "*.osim", "chrono_yaml": "*.yaml"}
+FORMATS = {"openhrp": "*.wrl", "urdf": "*.urdf", "opensim": "*.osim", "chrono_yaml": "*.yaml", "sdf": "*.sdf",
+           "sdf/gazebo": "*.sdf", "mjcf": "*.xml"}
 CASES_PER_FORMAT = 80
 HANG_GUARD = 20.0       # s per case: far above any load here (a guard against hangs, not a timing)
 

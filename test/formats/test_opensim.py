@@ -544,3 +544,35 @@ def test_info_prints_the_report():
     assert "read from the file:" in out.stdout
     assert "knee: CustomJoint -> custom (1 coordinate): knee_angle" in out.stdout
     assert "pole_expression: ExpressionBasedCoordinateForce: not simulated (force)" in out.stdout
+
+
+@pytest.mark.parametrize("source", ["double_pendulum33.osim", "opensim-models_double_pendulum.osim"])
+def test_explicit_empty_joint_and_coordinate_names_get_opensim_4_6s_names(tmp_path, source):
+    """<PinJoint name=""> and <Coordinate name=""> (public 3.x and 4.x files carry them): named as
+    OpenSim 4.6 names them, checked with its Python package: a joint after its class in lower
+    case (a second one _0), a coordinate "coordinate". Where two coordinates end up with that
+    name, ours are "<joint>/coordinate" (a Model's DOF names are unique; OpenSim tells them apart
+    by path)."""
+    import re
+    text = re.sub(r"<ForceSet.*?</ForceSet>", "", shared_model("opensim", source).read_text(), flags=re.S)
+    cases = {"joints": text.replace('<PinJoint name="pin1">', '<PinJoint name="">')
+                           .replace('<PinJoint name="pin2">', '<PinJoint name="">'),
+             "coordinate": text.replace('<PinJoint name="pin1">', '<PinJoint name="">')
+                               .replace('<Coordinate name="q2">', '<Coordinate name="">'),
+             "both_coordinates": text.replace('<Coordinate name="q1">', '<Coordinate name="">')
+                                     .replace('<Coordinate name="q2">', '<Coordinate name="">')}
+    osim = pytest.importorskip("opensim", reason="OpenSim's Python package (the ground truth) is not installed")
+    for case, variant in cases.items():
+        path = tmp_path / f"{case}.osim"
+        path.write_text(variant)
+        with pytest.warns(UserWarning, match="as OpenSim 4.6 does"):
+            model = load_opensim(path, visuals="none")
+        reference = osim.Model(str(path))
+        reference.initSystem()
+        joints = [reference.getJointSet().get(k) for k in range(reference.getJointSet().getSize())]
+        coords = [reference.getCoordinateSet().get(k) for k in range(reference.getCoordinateSet().getSize())]
+        assert [j.name for j in model.joints if j.child != "ground"] == [j.getName() for j in joints], case
+        names = [c.getName() for c in coords]
+        expected = [n if names.count(n) == 1 else f"{c.getJoint().getName()}/{n}" for n, c in zip(names, coords)]
+        assert model.dof_names == expected, case
+    assert model.dof_names == ["pin1/coordinate", "pin2/coordinate"]

@@ -11,7 +11,7 @@ import pytest
 from conftest import OWN_MODELS, SHARED_MODELS
 from opensim_reference import OpenSimState
 
-from mbsim_ros.dynamics import Simulation
+from mbsim_ros.dynamics import Physics
 from mbsim_ros.formats.opensim import load_opensim
 
 osim = pytest.importorskip("opensim", reason="OpenSim's Python package (the ground truth) is not installed")
@@ -73,7 +73,7 @@ def test_each_actuator_at_excitation_one_gives_opensims_generalized_force(path, 
     model.forces.clear()                 # each actuator alone
     model.finalize()
     assert model.actuators, "a model with actuators"
-    sim = Simulation(model, contact="none")
+    sim = Physics(model, contact="none")
     o = OpenSimState(path, tmp_path, gravity=False, controllers=False)
     for c in o.model.getConstraintSet():
         c.setIsEnforced(o.state, False)

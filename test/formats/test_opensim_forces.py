@@ -11,7 +11,7 @@ import pytest
 from conftest import OWN_MODELS, SHARED_MODELS
 from opensim_reference import OpenSimState
 
-from mbsim_ros.dynamics import Simulation
+from mbsim_ros.dynamics import Physics
 from mbsim_ros.formats.opensim import load_opensim
 
 osim = pytest.importorskip("opensim", reason="OpenSim's Python package (the ground truth) is not installed")
@@ -82,7 +82,7 @@ def test_each_passive_force_gives_opensims_generalized_force(path, tmp_path):
         model.actuators.clear()
         model.forces[:] = [f for f in model.forces if f.name == name]
         model.finalize()
-        sim = Simulation(model, contact="none")
+        sim = Physics(model, contact="none")
         largest = 0.0
         for q, v in states:
             theirs = _opensim_force(o, model, name, q, v)

@@ -108,7 +108,7 @@ def test_shared_urdf_masses_and_inertias_match_pinocchio(path, floating):
 
 @pytest.mark.parametrize("path", SHARED_URDFS, ids=lambda p: p.name)
 def test_shared_urdf_joint_frames_axes_and_limits_match_pinocchio(path):
-    model = load_quietly(path)
+    model = load_quietly(path, floating_base=False)      # Pinocchio's buildModel welds the root
     pm = pin_model(path, False)
     data = pm.createData()
     pin.forwardKinematics(pm, data, pin.neutral(pm))
@@ -228,7 +228,7 @@ def test_sr1_floating_root_and_zero_velocity_warning():
 
 # -- our own small models -----------------------------------------------------------------
 def test_elements_joints():
-    model = load_quietly(OWN / "elements.urdf")
+    model = load_quietly(OWN / "elements.urdf", floating_base=False)
     assert model.name == "elements"
     types = {j.name: j.type for j in model.joints}
     assert types == {"root_joint": "fixed", "j_rev": "revolute", "j_cont": "revolute", "j_pris": "prismatic",
@@ -274,7 +274,7 @@ def test_elements_inertial_rpy_rotates_the_inertia_into_the_link_frame():
 
 def test_elements_inertias_match_pinocchio():
     path = OWN / "elements.urdf"
-    model = load_quietly(path)
+    model = load_quietly(path, floating_base=False)      # as Pinocchio builds it
     pm = pin_model(path, False)
     ours = merged_inertias(model)
     for i, name in enumerate(pm.names):
@@ -405,7 +405,7 @@ def test_loaded_model_mass_matrix_equals_pinocchio(path):
         from mbsim_ros import mass_matrix
     except Exception as exc:     # the dynamics layer is built separately
         pytest.skip(f"dynamics layer not importable: {exc}")
-    model = load_quietly(path)
+    model = load_quietly(path, floating_base=False)     # as Pinocchio's buildModel: the root welded
     pm = pin_model(path, False)
     data = pm.createData()
     order = [model.joint(pm.names[i]).v_index for i in range(1, pm.njoints)]

@@ -3,6 +3,7 @@ without a chained traceback from inside lxml or numpy."""
 import re
 import textwrap
 
+import numpy as np
 import pytest
 
 from mbsim_ros import ModelError
@@ -40,6 +41,9 @@ CASES = [
     ("wrong_count_rpy", robot('<link name="a"/>', GOOD_LINK, '<joint name="j" type="fixed">',
                               '<parent link="a"/><child link="b"/>', '<origin rpy="0 0"/></joint>'),
      "<origin", "expected 3 numbers, got 2"),
+    ("two_masses", robot('<link name="a">', '<inertial><mass value="1 2"/>',
+                         '<inertia ixx="1" ixy="0" ixz="0" iyy="1" iyz="0" izz="1"/></inertial></link>'),
+     "<inertial><mass", 'value="1 2": expected a number, got 2'),
     ("nan_xyz", robot('<link name="a"/>', GOOD_LINK, '<joint name="j" type="fixed">',
                       '<parent link="a"/><child link="b"/>', '<origin xyz="0 nan 0"/></joint>'),
      "<origin", "expected finite numbers"),
@@ -122,3 +126,53 @@ def test_non_fatal_problems_are_warnings_not_errors(tmp_path):
     assert len(model.warnings) == 2      # unknown material, revolute without <limit>
     assert [(c.dependent, c.independent) for c in model.couplers] == [("m", "j")]   # the mimic
     assert model.joint("j").lower[0] == -float("inf")
+
+
+def test_mimics_that_cannot_hold_are_notes_as_urdfdom_loads_them(tmp_path):
+    """A <mimic> on a fixed joint, of a fixed joint, or of a joint that does not exist: urdfdom
+    loads the file and robot_state_publisher, Pinocchio and Gazebo ignore such a tag. One note
+    per tag, naming its line; no coupler; the good mimic beside them still holds."""
+    text = robot('<link name="a"/>', GOOD_LINK, '<link name="c"/>', '<link name="d"/>', '<link name="e"/>',
+                 joint("j", "revolute", "a", "b"),
+                 '<joint name="f" type="fixed"><parent link="a"/><child link="c"/>\n<mimic joint="j"/></joint>',
+                 joint("g", "revolute", "a", "d", '\n<mimic joint="f" multiplier="2"/>'),
+                 joint("h", "revolute", "a", "e", '\n<mimic joint="ghost"/>'))
+    text = text.replace(joint("k", "revolute", "a", "e"), "")
+    path = tmp_path / "mimics.urdf"
+    path.write_text(text)
+    with pytest.warns(UserWarning) as caught:
+        model = load_urdf(path)
+    notes = [str(w.message) for w in caught]
+    assert model.warnings == notes and len(notes) == 3
+    line = line_of(text, '<mimic joint="j"/></joint>')
+    assert f"line {line}, <mimic>: 1 <mimic> on fixed joints ignored (a fixed joint does not move): " \
+           f"f (line {line})" in notes[0]
+    assert "mimic of joint 'f' ignored: joint 'f' is fixed" in notes[1]
+    assert "mimic of joint 'ghost' ignored: no joint 'ghost' in this robot" in notes[2]
+    assert model.couplers == []
+
+
+def test_talos_urdfs_with_a_mimic_on_a_fixed_joint_load():
+    """4 of the 6 Talos URDFs of example-robot-data carry <mimic> on fixed gripper joints."""
+    from conftest import example_robot
+    for name in ("talos_left_arm.urdf", "talos_reduced.urdf", "talos_reduced_box.urdf",
+                 "talos_reduced_corrected.urdf"):
+        with pytest.warns(UserWarning) as caught:
+            model = load_urdf(example_robot("talos_data", "robots", name))
+        notes = [str(w.message) for w in caught if "mimic" in str(w.message)]
+        assert len(notes) == 1 and "<mimic> on fixed joints ignored" in notes[0], notes
+        assert "gripper_left_inner_double_joint (line" in notes[0]
+        assert model.joint("gripper_left_inner_double_joint").type == "fixed"
+
+
+def test_other_elements_inside_geometry_are_notes(tmp_path):
+    """<material> inside <geometry> (seen in public URDFs): urdfdom reads the shape and ignores
+    the rest; so do we, with a note naming the line."""
+    text = robot('<link name="a"><visual><geometry>', '<box size="1 2 3"/>',
+                 '<material name="m"><color rgba="1 0 0 1"/></material></geometry></visual></link>')
+    path = tmp_path / "material_in_geometry.urdf"
+    path.write_text(text)
+    with pytest.warns(UserWarning, match=rf"line {line_of(text, '<material')}, <material name=\"m\">: ignored "
+                                         "inside <geometry> \\(the shape is the <box> on line"):
+        model = load_urdf(path)
+    np.testing.assert_array_equal(model.link("a").visuals[0].size, [1, 2, 3])

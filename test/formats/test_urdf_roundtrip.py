@@ -12,6 +12,7 @@ from scipy.spatial.transform import Rotation
 from mbsim_ros import Frame, Joint, Link, Model, Sensor, Shape
 from mbsim_ros.formats.meshes import load_mesh
 from mbsim_ros.formats.urdf import UNLIMITED, load_urdf, to_urdf
+from mbsim_ros.model.transforms import make_transform, rpy_to_matrix
 
 pin = pytest.importorskip("pinocchio")
 
@@ -54,10 +55,32 @@ def assert_same_links(m1, m2, names):
             assert_same_shape(sa, sb, f"{name} shape {k}")
 
 
+def added_world_weld(m1, m2):
+    """The names of what the URDF added to weld m1's fixed root: the massless "world" link and
+    the reader's weld of it ([] when m1 had it already or floats)."""
+    if "world" in {l.name for l in m1.links} or "world" not in {l.name for l in m2.links}:
+        return []
+    weld = next(j for j in m2.joints if j.parent is None)
+    world = m2.link("world")
+    assert weld.type == "fixed" and weld.child == "world" and world.mass == 0
+    assert not world.visuals and not world.collisions
+    return ["world", weld.name]
+
+
+def link_names(m1, m2):
+    return [l.name for l in m2.links if l.name not in added_world_weld(m1, m2)]
+
+
+def joint_names(m1, m2):
+    return [j.name for j in m2.joints if j.name not in added_world_weld(m1, m2)]
+
+
 def assert_same_joints(m1, m2, names):
+    welded = bool(added_world_weld(m1, m2))
     for name in names:
         a, b = m1.joint(name), m2.joint(name)
-        assert (a.type, a.parent, a.child, a.q_index, a.v_index) == (b.type, b.parent, b.child, b.q_index, b.v_index), name
+        parent = None if welded and b.parent == "world" else b.parent     # the added world link
+        assert (a.type, a.parent, a.child, a.q_index, a.v_index) == (b.type, parent, b.child, b.q_index, b.v_index), name
         np.testing.assert_allclose(a.origin, b.origin, atol=POSE_TOL, err_msg=name)
         if a.type in ("revolute", "prismatic", "planar"):
             # a unit axis is written exactly but normalized again on reading: 1 ulp
@@ -71,14 +94,14 @@ def assert_same_joints(m1, m2, names):
 def test_shared_urdf_round_trip_keeps_the_model(path, floating, tmp_path):
     m1 = quiet(load_urdf, path, floating_base=floating)
     m2 = reload(m1, tmp_path, floating)
-    assert [j.name for j in m1.joints] == [j.name for j in m2.joints]
-    assert [l.name for l in m1.links] == [l.name for l in m2.links]
+    assert [j.name for j in m1.joints] == joint_names(m1, m2)
+    assert [l.name for l in m1.links] == link_names(m1, m2)
     assert_same_joints(m1, m2, [j.name for j in m1.joints])
     assert_same_links(m1, m2, [l.name for l in m1.links])
 
 
 def test_own_model_round_trip_every_urdf_joint_type(tmp_path):
-    m1 = quiet(load_urdf, ELEMENTS)
+    m1 = quiet(load_urdf, ELEMENTS, floating_base=False)
     m2 = reload(m1, tmp_path)
     native = [j.name for j in m1.joints if j.type != "planar"]
     assert_same_joints(m1, m2, native)
@@ -280,13 +303,47 @@ def chain_model(root_type):
     return m
 
 
-@pytest.mark.parametrize("root_type", ["fixed", "free"])
-def test_fixed_or_free_root_joint_is_not_written(root_type):
-    text = to_urdf(chain_model(root_type))
+def test_free_root_joint_is_not_written():
+    text = to_urdf(chain_model("free"))
     robot = urdf_tree(text)
     assert [l.get("name") for l in robot.iter("link")] == ["a", "b"]
     assert [j.get("name") for j in robot.iter("joint")] == ["j"]
-    assert ("odom -&gt; a" in text or "odom -> a" in text) == (root_type == "free")
+    assert "odom -&gt; a" in text or "odom -> a" in text
+
+
+def test_fixed_root_is_welded_to_a_world_link_as_gazebo_reads_it():
+    m = chain_model("fixed")
+    m.joint("base_joint").origin = make_transform(p=[0.1, 0.2, 0.7])
+    robot = urdf_tree(to_urdf(m))
+    assert [l.get("name") for l in robot.iter("link")] == ["world", "a", "b"]
+    weld = robot.find("joint[@name='base_joint']")
+    assert weld.get("type") == "fixed" and weld.find("parent").get("link") == "world"
+    assert weld.find("child").get("link") == "a" and weld.find("origin").get("xyz") == "0.1 0.2 0.7"
+
+
+@pytest.mark.parametrize("root_type", ["fixed", "free"])
+def test_root_round_trip_fixed_stays_fixed_and_floating_floats(root_type, tmp_path):
+    """Read back with the URDF convention (no floating_base given): the DOFs stay those of the
+    Model, in our reader and in Pinocchio (which adds a free flyer only when asked), and a
+    welded base keeps where it was welded."""
+    m1 = chain_model(root_type)
+    m1.joint("base_joint").origin = make_transform(rpy_to_matrix([0.3, 0, 0]), [0.1, 0.2, 0.7])
+    m1.finalize()
+    text = to_urdf(m1)
+    path = tmp_path / "chain.urdf"
+    path.write_text(text)
+    m2 = load_urdf(path)
+    root = next(j for j in m2.joints if j.parent is None)
+    assert root.type == root_type
+    assert (m2.nq, m2.nv) == (m1.nq, m1.nv) == ((1, 1) if root_type == "fixed" else (8, 7))
+    pm = pin.buildModelFromXML(text, *((pin.JointModelFreeFlyer(),) if root_type == "free" else ()))
+    assert pm.nv == m1.nv             # (Pinocchio's continuous joint has nq 2: (cos, sin))
+    if root_type == "fixed":
+        data = pm.createData()
+        pin.framesForwardKinematics(pm, data, np.zeros(pm.nq))
+        # origin -> xyz rpy text -> matrix: a few ulps
+        np.testing.assert_allclose(data.oMf[pm.getFrameId("a")].homogeneous, m1.joint("base_joint").origin,
+                                   atol=POSE_TOL)
 
 
 def test_several_roots_hang_from_a_world_link(tmp_path):

@@ -183,7 +183,8 @@ def test_transform_matrix_composes_center_rotation_and_scale():
 
 
 def test_deep_nesting_does_not_recurse():
-    depth = 20000
+    """As deep as the parser allows (MAX_NESTING, ten times Python's recursion limit)."""
+    depth = vrml.MAX_NESTING
     text = "Group { children [ " * depth + "] } " * depth
     with deadline(5.0):
         scene = parse(text)

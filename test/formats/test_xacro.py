@@ -9,8 +9,8 @@ import pytest
 import mbsim_ros as mb
 from mbsim_ros.formats import expand_xacro, load_description
 from mbsim_ros.model import ConfigError, ModelError
-from mbsim_ros.ros.config import load_config
-from mbsim_ros.ros.world import load_world, model_specs, needs_ground
+from mbsim_ros.run.config import load_config
+from mbsim_ros.run.world import load_world, model_specs, needs_ground
 
 URDF = Path(__file__).resolve().parent.parent / "models" / "urdf"
 ARM = URDF / "arm.urdf.xacro"
@@ -43,10 +43,13 @@ def test_a_bad_xacro_is_one_model_error_naming_the_file(tmp_path):
         mb.load_model(URDF / "elements.urdf", xacro_args={"a": "1"})
 
 
-def test_a_mimic_of_an_unknown_joint_is_refused_with_its_line(tmp_path):
+def test_a_mimic_of_an_unknown_joint_is_a_note_with_its_line(tmp_path):
+    """urdfdom loads a mimic of a joint that does not exist (and robot_state_publisher ignores
+    it): the joint moves on its own, a note names the line."""
     text = expand_xacro(ARM).replace('mimic joint="finger_a_joint"', 'mimic joint="nope"')
-    with pytest.raises(ModelError, match=r"line \d+.*joint=\"nope\": expected the name of a revolute"):
-        load_description(text, "/robot_description")
+    with pytest.warns(UserWarning, match=r"line \d+, <mimic>: mimic of joint 'nope' ignored: no joint 'nope'"):
+        model = load_description(text, "/robot_description")
+    assert model.couplers == [] and len(model.warnings) == 1
 
 
 def test_robot_description_text_loads_like_the_file():
@@ -65,8 +68,8 @@ def test_model_entries_carry_xacro_arguments_names_and_poses():
     assert specs[0] == dict(file=str(ARM), name=None, pose=None, args={"prefix": "r_", "length": "0.6"})
     assert specs[1]["file"] == str(URDF / "elements.urdf") and specs[1]["args"] == {}
     config = load_config(None, {"model": [{"file": str(ARM), "name": "arm2", "pose": [1, 2, 0, 0, 0, 1.5],
-                                           "args": {"prefix": "x_"}}], "hold": 0})
-    world, _ = load_world(config)
+                                           "args": {"prefix": "x_"}}], "hold": 0, "floating_base": False})
+    world, _ = load_world(config)           # an arm welded at its pose: no ground plane added
     assert world.names == ["arm2"] and world[0].links[0].name == "x_base"
     np.testing.assert_allclose(world.poses[0][:3, 3], [1, 2, 0])
     with pytest.raises(ConfigError, match=r"model\[0\].pose must be \[x, y, z, roll, pitch, yaw\]"):
@@ -85,5 +88,6 @@ def test_a_floating_robot_alone_gets_a_ground_plane_unless_told_not_to():
     assert [m.name for m in world] == ["SR1"]
     floor = sr1.parent / "floor.wrl"
     assert not needs_ground([mb.load_model(sr1), mb.load_model(floor)])
-    assert not needs_ground([mb.load_model(URDF / "elements.urdf")])     # fixed to the world: no fall
+    assert not needs_ground([mb.load_model(URDF / "elements.urdf", floating_base=False)])   # welded: no fall
+    assert needs_ground([mb.load_model(URDF / "elements.urdf")])         # its root floats, as in Gazebo
     assert needs_ground([mb.load_model(ARM, floating_base=True)])        # a floating URDF alone falls

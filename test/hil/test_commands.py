@@ -14,9 +14,7 @@ GAINS = {"RARM_SHOULDER_P": [20000.0, 50.0], "RARM_ELBOW": [20000.0, 50.0]}
 
 
 def run(sim, bridge, steps):
-    for _ in range(steps):
-        sim.step()
-        bridge.on_step(sim)
+    bridge.session.step(steps)
 
 
 def test_position_commands_from_a_pty_move_the_joints_as_joint_commands_do(tmp_path):
@@ -39,7 +37,7 @@ def test_position_commands_from_a_pty_move_the_joints_as_joint_commands_do(tmp_p
         np.testing.assert_allclose(reader.last_values, target, rtol=1e-12)     # mrad * 0.001: rounding only
         # the same command through NS/joint_commands gives the same motion, bit for bit
         sim2, bridge2, _ = world(pd_gains=GAINS)
-        bridge2._on_joint_commands(msg.joint_state(0.0, JOINTS, position=reader.last_values))
+        bridge2.inputs._on_joint_commands(msg.joint_state(0.0, JOINTS, position=reader.last_values))
         run(sim2, bridge2, 1000)
         np.testing.assert_array_equal(sim2.q, sim.q)
     finally:
@@ -57,7 +55,7 @@ def test_effort_commands_and_bad_lines_are_counted(tmp_path):
         pty.write(b"1.5\n\xff\xfe\n1,2\nnan\n2.5\r\n")
         iv = bridge.dof_v[bridge.dof_names.index("RARM_ELBOW")]
         # the last line applied, not only counted (a line is counted before it is handled)
-        wait_for(lambda: reader.lines == 5 and bridge.controller.effort[iv] == 2.5, what="five lines, the last applied")
+        wait_for(lambda: reader.lines == 5 and bridge.session.controller.effort[iv] == 2.5, what="five lines, the last applied")
         run(sim, bridge, 1)
         assert sim.tau[bridge.dof_v[bridge.dof_names.index("RARM_ELBOW")]] == pytest.approx(2.5)
         level, message, values = status(bridge, f"mbsim: commands {port}")

@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 from harness import floats, model_sensor, status, step_until_reading, vector, world
+from capture_transport import ros_session
 from ptys import EmulatedDevice, PtyDevice, wait_for
 
 from mbsim_ros.hil.protocols import make_encoder
@@ -236,20 +237,20 @@ def test_one_xsens_imu_port_feeds_the_accelerometer_and_the_gyro(tmp_path, logs)
 def test_set_source_switches_between_the_simulation_and_the_device_at_run_time(tmp_path, logs):
     from harness import Capture
 
-    from mbsim_ros.ros.config import load_config
-    from mbsim_ros.ros.session import Session, simulation
-    from mbsim_ros.ros.world import load_world
+    from mbsim_ros.run.config import load_config
+    from mbsim_ros.run import build_simulation
+    from mbsim_ros.run.world import load_world
     port = tmp_path / "imu"
     dev = PtyDevice(port)
     config = load_config(None, {"devices": {"WaistAccelSensor": {"port": str(port), "protocol": "csv", "source": "sim"}},
                                 "sensors": {"LeftCamera": {"enabled": False}, "RightCamera": {"enabled": False}},
                                 "real_time_factor": 0})
     models, _ = load_world(config)
-    sim = simulation(models, config)
+    sim = build_simulation(models, config)
     cap = Capture()
-    session = Session(sim, cap, config, log=logs.append)
+    session, bridge = ros_session(sim, cap, config, log=logs.append)
     topic, sim_topic = cap.got["/SR1/WaistAccelSensor"], cap.got["/SR1/WaistAccelSensor/sim"]
-    src = session.bridge.hil.sources["WaistAccelSensor"]
+    src = bridge.hil.sources["WaistAccelSensor"]
     try:
         wait_for(lambda: src.connected, what="the node to open the pty")
 
@@ -264,27 +265,27 @@ def test_set_source_switches_between_the_simulation_and_the_device_at_run_time(t
 
         got, simulated = instant([1.0, 2.0, 3.0])
         np.testing.assert_array_equal(got, simulated)            # source sim: the topic is the simulation
-        assert "the real device" in session.set_source("WaistAccelSensor", "real")
+        assert "the real device" in bridge.set_source("WaistAccelSensor", "real")
         got, simulated = instant([4.0, 5.0, 6.0])
         np.testing.assert_array_equal(got, [4, 5, 6])
         assert not np.array_equal(got, simulated)
-        assert "the simulation" in session.set_source("WaistAccelSensor", "sim")
+        assert "the simulation" in bridge.set_source("WaistAccelSensor", "sim")
         got, simulated = instant([7.0, 8.0, 9.0])
         np.testing.assert_array_equal(got, simulated)
         # the residual covers every instant with a fresh device sample, whatever the topic carried
-        assert status(session.bridge, "mbsim: device WaistAccelSensor")[2]["residual_samples"] == 3
+        assert status(bridge, "mbsim: device WaistAccelSensor")[2]["residual_samples"] == 3
         # the sim_node's NS/<sensor>/set_source service (std_srvs/SetBool) calls the same
         from types import SimpleNamespace
 
-        from mbsim_ros.ros.node import set_source_service
-        response = set_source_service(session, "WaistAccelSensor")(SimpleNamespace(data=True), SimpleNamespace())
+        from mbsim_ros.ros.node_services import set_source_service
+        response = set_source_service(bridge, "WaistAccelSensor")(SimpleNamespace(data=True), SimpleNamespace())
         assert response.success and "the real device" in response.message and src.use_real
-        response = set_source_service(session, "ChestRange")(SimpleNamespace(data=True), SimpleNamespace())
+        response = set_source_service(bridge, "ChestRange")(SimpleNamespace(data=True), SimpleNamespace())
         assert not response.success and "has no real device" in response.message
         with pytest.raises(ValueError, match="'ChestRange' has no real device"):
-            session.set_source("ChestRange", "real")
+            bridge.set_source("ChestRange", "real")
         with pytest.raises(ValueError, match="source must be real or sim"):
-            session.set_source("WaistAccelSensor", "usb")
+            bridge.set_source("WaistAccelSensor", "usb")
     finally:
         session.close()
         dev.close()

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from mbsim_ros.hil.config import check_section, rotation_matrix
+from mbsim_ros.hil.entries import check_section, rotation_matrix
 from mbsim_ros.hil.sources import DeviceSource, SimClock
 
 
@@ -161,7 +161,7 @@ def test_the_runner_schedule_maps_the_wall_clock_to_simulation_time():
 
     import mbsim_ros as mb
     from mbsim_ros.model import Joint, Link, Model
-    from mbsim_ros.ros.runner import Runner
+    from mbsim_ros.run.pacing import Runner
     m = Model("pendulum")
     m.add_link(Link("l", 1.0, [0.2, 0, 0], np.diag([0.01, 0.01, 0.01])))
     m.add_joint(Joint("j", "revolute", None, "l"))

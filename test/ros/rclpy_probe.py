@@ -55,6 +55,19 @@ class Output:
         return "".join(self.lines)
 
 
+def stop_node(proc, out, timeout=60.0):
+    """End a node a test started, if it still runs (SIGTERM, SIGKILL after `timeout` s), and
+    collect the rest of its output."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    out.thread.join(5)
+
+
 def stamp_of(msg):
     """A message's simulated time: its header's stamp (/tf: the first transform's, /clock: its clock)."""
     if hasattr(msg, "transforms"):

@@ -8,15 +8,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from capture_transport import Capture, bridge_on, steps
+from capture_transport import Capture, bridge_on, ros_session, steps
 
 from mbsim_ros.cli import main
 from mbsim_ros.model import Actuator, BodyLoad, ConfigError, Function, Joint, Link, Model
 from mbsim_ros.ros import messages as msg
-from mbsim_ros.ros.config import load_config
-from mbsim_ros.ros.node import config_from_parameters
-from mbsim_ros.ros.session import Session, simulation
-from mbsim_ros.ros.world import apply_model_settings
+from mbsim_ros.run.config import load_config
+from mbsim_ros.ros.parameters import config_from_parameters
+from mbsim_ros.run import build_simulation
+from mbsim_ros.run.world import apply_model_settings
 
 GAIN = 40.0                     # N m per unit control
 INERTIA = 0.5 + 2.0 * 0.2 ** 2  # about the hinge: Izz 0.5 at the com + m r^2 (2 kg at 0.2 m)
@@ -112,9 +112,9 @@ def test_a_world_without_actuators_or_inputs_has_neither_topic():
 
 def test_actuators_switched_off_by_the_configuration_stay_off_after_a_reset():
     config = load_config(None, dict(contact="none", actuators_enabled=False, real_time_factor=0))
-    sim = simulation([rig()], config)
+    sim = build_simulation([rig()], config)
     t = Capture()
-    session = Session(sim, t, config)
+    session, _ = ros_session(sim, t, config)
     assert sim.actuators_enabled is False
     t.deliver("/rig/actuator_controls", controls(["motor"], [1.0]))
     session.run(0.05)
@@ -133,9 +133,9 @@ def test_controls_and_inputs_over_dds_reach_a_running_session():
     loopback = (Path(__file__).resolve().parent / "cyclonedds-localhost.xml").as_uri()
     env = {"ROS_DOMAIN_ID": str(random.SystemRandom().randint(201, 230)), "CYCLONEDDS_URI": loopback}
     config = load_config(None, dict(contact="none", real_time_factor=1.0))
-    sim = simulation([rig()], config)
+    sim = build_simulation([rig()], config)
     with DdsTransport(env=env) as peer:
-        session = Session(sim, DdsTransport(env=env), config)
+        session, bridge = ros_session(sim, DdsTransport(env=env), config)
         runner = session.runner
         state = []
         peer.subscribe("/rig/actuator_controls/state", msg.JOINT_STATE,
@@ -165,7 +165,7 @@ def test_controls_and_inputs_over_dds_reach_a_running_session():
             runner.stop()
             runner.join(timeout=10)
             session.close()
-    assert session.bridge.errors == []
+    assert bridge.errors == []
 
 
 # -- model settings --------------------------------------------------------------------------------
@@ -178,19 +178,19 @@ def test_model_settings_fill_what_the_configuration_leaves_open():
     model.contact_method = "penalty"
     config = load_config()
     notes = apply_model_settings(config, [model])
-    assert (config["dt"], config["duration"], config["contact"]) == (0.002, 0.3, "penalty")
+    assert (config.dt, config.duration, config.contact) == (0.002, 0.3, "penalty")
     assert notes == ["dt 0.002 s: model rig's time_step", "duration 0.3 s: model rig's end_time",
                      "contact penalty: model rig's contact method"]
-    assert simulation([model], config).dt == 0.002
+    assert build_simulation([model], config).dt == 0.002
     config = load_config(None, dict(dt=0.001, duration=1.0, contact="lcp"))
     notes = apply_model_settings(config, [model])
-    assert (config["dt"], config["duration"], config["contact"]) == (0.001, 1.0, "lcp")
+    assert (config.dt, config.duration, config.contact) == (0.001, 1.0, "lcp")
     assert notes == ["dt 0.001 s as given (model rig's time_step 0.002 s not used)",
                      "duration 1.0 s as given (model rig's end_time 0.3 s not used)",
                      "contact lcp as given (model rig's contact method penalty not used)"]
     config = load_config()                                  # a model without settings
     assert apply_model_settings(config, [rig()]) == []
-    assert (config["dt"], config["duration"], config["contact"]) == (0.001, None, "lcp")
+    assert (config.dt, config.duration, config.contact) == (0.001, None, "lcp")
 
 
 @pytest.mark.parametrize("args, dt, duration, note", [
@@ -198,8 +198,9 @@ def test_model_settings_fill_what_the_configuration_leaves_open():
     (["--dt", "0.001", "--duration", "0.1"], 0.001, 0.1, "note: dt 0.001 s as given (model rig's time_step 0.002 s not used)"),
 ])
 def test_mbsim_run_takes_the_models_time_step_and_end_time_unless_given(monkeypatch, capsys, args, dt, duration, note):
-    from mbsim_ros.ros import world
-    monkeypatch.setattr(world, "load_models", lambda paths, floating_base=False, z_up=False: ([rig(settings=SETTINGS)], []))
+    from mbsim_ros.run import world
+    monkeypatch.setattr(world, "load_models", lambda paths, floating_base=None, z_up=False, *a, **kw:
+                        ([rig(settings=SETTINGS)], []))
     assert main(["run", *args, "--transport", "none", "--rtf", "0", "--hold", "0", "--quiet"]) == 0
     out, err = capsys.readouterr()
     n = int(round(duration / dt))
@@ -209,10 +210,9 @@ def test_mbsim_run_takes_the_models_time_step_and_end_time_unless_given(monkeypa
 
 def test_the_node_pauses_at_the_duration_and_goes_on_when_resumed():
     config = load_config(None, dict(contact="none", real_time_factor=0))
-    sim = simulation([rig()], config)
-    session = Session(sim, Capture(), config)
+    sim = build_simulation([rig()], config)
+    session, _ = ros_session(sim, Capture(), config, pause_at=0.05)
     runner = session.runner
-    session.pause_at(0.05)
     runner.start()
     try:
         deadline = time.monotonic() + 30
@@ -233,8 +233,8 @@ def test_the_node_pauses_at_the_duration_and_goes_on_when_resumed():
 def test_the_node_dt_parameter_left_at_its_default_leaves_dt_to_the_model():
     values = {"model": "", "config": "", "dt": 0.001, "real_time_factor": 1.0, "catch_up": "compensatory",
               "seed": 0, "frame_prefix": "", "joint_state_rate": 100.0, "tf_rate": 100.0, "hold": 2000.0}
-    assert config_from_parameters(values, "/")["dt"] is None
-    assert config_from_parameters(dict(values, dt=0.004), "/")["dt"] == 0.004
+    assert config_from_parameters(values, "/").dt is None
+    assert config_from_parameters(dict(values, dt=0.004), "/").dt == 0.004
 
 
 @pytest.mark.parametrize("settings, message", [

@@ -16,7 +16,7 @@ from mbsim_ros.ros import messages as m
 from mbsim_ros.ros import qos, templates
 
 mcap_reader = pytest.importorskip("mcap_ros2.reader", reason="mcap-ros2-support (test extra) not installed")
-from mbsim_ros.ros import bag as bagmod  # noqa: E402
+from mbsim_ros.ros import bag_kernels, bag_writer, direct_file  # noqa: E402
 from mbsim_ros.ros.bag import BagTransport  # noqa: E402
 
 URDF = '<?xml version="1.0"?>\n<robot name="sr1"><link name="WAIST"/></robot>\n'
@@ -253,7 +253,7 @@ def _write_sequence(path, seq, compression, fast=True, batch=1, lane=False, alig
                     if aligned_lane_buffers:
                         bag._close_segment()
                         bag._lane_buffer = page_aligned_empty(bag._lane_capacity, np.uint8)
-                        bag._state[bagmod._LANE_END] = 0
+                        bag._state[bag_kernels.STATE_LANE_END] = 0
                         bag._free.extend(page_aligned_empty(bag._lane_capacity, np.uint8) for _ in range(4))
             if lane and typename == m.IMU:
                 imu = m.TYPESTORE.deserialize_cdr(data, m.IMU)
@@ -294,7 +294,7 @@ def test_chunked_writes_give_the_same_bag_as_rosbags_writer(tmp_path, monkeypatc
     (tmpfs and the like) or at the first write (buffered writes instead), and with the messages
     given 7 at a time to publish_many (a chunk closes inside a batch), images as two parts (a
     header's bytes and an array of the rest, as the bridge hands them over), and with the Imu
-    messages recorded by a Lane (ros/bag.py: filled from their values and recorded by one
+    messages recorded by a Lane (ros/bag_lane.py: filled from their values and recorded by one
     compiled call, stamps rounded to nanoseconds as messages.to_nanoseconds rounds them)."""
     seq = _sequence()
     out = {}
@@ -302,9 +302,9 @@ def test_chunked_writes_give_the_same_bag_as_rosbags_writer(tmp_path, monkeypatc
         path = tmp_path / str(fast) / "bag"      # the same name: it is written into the bag
         with monkeypatch.context() as mp:
             if fast and mode == "no-direct-open":
-                mp.setattr(bagmod, "_open_direct", _refuse_direct_open)
+                mp.setattr(direct_file, "_open_direct", _refuse_direct_open)
             if fast and mode == "no-direct-write":
-                mp.setattr(bagmod, "_pwritev", _refuse_direct_write)
+                mp.setattr(direct_file, "_pwritev", _refuse_direct_write)
             out[fast] = _write_sequence(path, seq, compression, fast, 7 if fast and mode == "batches" else 1,
                                         lane=fast and mode == "lane")
     assert out[True][0] == out[False][0]
@@ -355,9 +355,9 @@ def test_chunks_go_through_o_direct_where_the_file_system_has_it(tmp_path, monke
     why_not = _direct_io_supported(tmp_path)
     if why_not is not None:
         pytest.skip(why_not)
-    monkeypatch.setattr(bagmod, "_FLUSH_AGE", flush_age)
+    monkeypatch.setattr(direct_file, "_FLUSH_AGE", flush_age)
     writes, chunks = [], []
-    write_chunk = bagmod._ChunkWriter._write
+    write_chunk = bag_writer.ChunkWriter._write
 
     def pwritev(fd, buffers, offset):
         assert os.O_DIRECT & fcntl.fcntl(fd, fcntl.F_GETFL)      # the O_DIRECT descriptor
@@ -368,8 +368,8 @@ def test_chunks_go_through_o_direct_where_the_file_system_has_it(tmp_path, monke
     def count_chunks(self, *args):
         chunks.append(len(writes))
         return write_chunk(self, *args)
-    monkeypatch.setattr(bagmod, "_pwritev", pwritev)
-    monkeypatch.setattr(bagmod._ChunkWriter, "_write", count_chunks)
+    monkeypatch.setattr(direct_file, "_pwritev", pwritev)
+    monkeypatch.setattr(bag_writer.ChunkWriter, "_write", count_chunks)
     seq = _sequence()[:1200]
     direct = _write_sequence(tmp_path / "direct" / "bag", seq, None)
     monkeypatch.undo()
@@ -380,7 +380,7 @@ def test_chunks_go_through_o_direct_where_the_file_system_has_it(tmp_path, monke
     assert writes[-1][0] + writes[-1][1] > len(direct[0]) - (64 << 10)
     assert len(chunks) >= 8
     if flush_age:
-        assert len(writes) >= 2 and all(n >= bagmod._WRITE_BATCH - 4096 for _, n in writes[:-1])
+        assert len(writes) >= 2 and all(n >= direct_file.WRITE_BATCH - 4096 for _, n in writes[:-1])
     else:              # each chunk written before the next comes
         assert chunks == list(range(len(chunks)))
 
@@ -392,9 +392,9 @@ def test_staged_chunks_reach_the_file_after_the_flush_age_without_a_new_chunk(tm
     why_not = _direct_io_supported(tmp_path)
     if why_not is not None:
         pytest.skip(why_not)
-    monkeypatch.setattr(bagmod, "_FLUSH_AGE", 1e9)     # staged, not written...
+    monkeypatch.setattr(direct_file, "_FLUSH_AGE", 1e9)     # staged, not written...
     written, staged = threading.Event(), threading.Event()
-    write_chunk = bagmod._ChunkWriter._write
+    write_chunk = bag_writer.ChunkWriter._write
 
     def pwritev(fd, buffers, offset):
         written.set()
@@ -403,8 +403,8 @@ def test_staged_chunks_reach_the_file_after_the_flush_age_without_a_new_chunk(tm
     def stage(self, *args):
         write_chunk(self, *args)
         staged.set()
-    monkeypatch.setattr(bagmod, "_pwritev", pwritev)
-    monkeypatch.setattr(bagmod._ChunkWriter, "_write", stage)
+    monkeypatch.setattr(direct_file, "_pwritev", pwritev)
+    monkeypatch.setattr(bag_writer.ChunkWriter, "_write", stage)
     bag = BagTransport(tmp_path / "bag")
     pub = bag.advertise("/cam", m.IMAGE, qos.SENSOR)
     image = m.image(1.0, "cam", np.zeros((480, 640, 3), np.uint8))   # 0.9 MB: a chunk every two
@@ -413,7 +413,7 @@ def test_staged_chunks_reach_the_file_after_the_flush_age_without_a_new_chunk(tm
     assert staged.wait(30)
     direct = bag._chunk_writer._direct
     assert not written.is_set() and direct.fill > 1 << 20
-    monkeypatch.setattr(bagmod, "_FLUSH_AGE", 0.0)     # ...until they are that old, with no new chunk
+    monkeypatch.setattr(direct_file, "_FLUSH_AGE", 0.0)     # ...until they are that old, with no new chunk
     assert written.wait(30)
     for _ in range(3000):             # (the staging buffer keeps the last partial block)
         if direct.fill < 4096:
@@ -436,8 +436,8 @@ def test_a_failing_disk_is_one_clear_error_naming_the_bag(tmp_path, monkeypatch,
     def full(*args):
         raise OSError(errno.ENOSPC, "No space left on device")
     if mode == "no-direct-open":
-        monkeypatch.setattr(bagmod, "_open_direct", _refuse_direct_open)
-    monkeypatch.setattr(bagmod, "_pwritev", full)
+        monkeypatch.setattr(direct_file, "_open_direct", _refuse_direct_open)
+    monkeypatch.setattr(direct_file, "_pwritev", full)
     bag = BagTransport(path)
     pub = bag.advertise("/cam", m.IMAGE, qos.SENSOR)
     bag._storage.bio.write = full
@@ -453,15 +453,15 @@ def test_a_stalled_disk_holds_the_recording_back_and_loses_nothing(tmp_path, mon
     thread is held at the next full chunk (not let to fill the memory), and once the disk
     takes writes again every message is in the bag, in order."""
     from rosbags.highlevel import AnyReader
-    monkeypatch.setattr(bagmod, "_QUEUED", 2)
+    monkeypatch.setattr(bag_writer, "_QUEUED", 2)
     stalled, release = threading.Event(), threading.Event()
-    write = bagmod._ChunkWriter._write
+    write = bag_writer.ChunkWriter._write
 
     def stalled_write(self, *args):
         stalled.set()
         release.wait(30)
         return write(self, *args)
-    monkeypatch.setattr(bagmod._ChunkWriter, "_write", stalled_write)
+    monkeypatch.setattr(bag_writer.ChunkWriter, "_write", stalled_write)
     bag = BagTransport(tmp_path / "bag")
     pub = bag.advertise("/cam", m.IMAGE, qos.SENSOR)
     images = [m.image(1.0, "cam", np.full((480, 640, 3), k, np.uint8)) for k in range(12)]  # a chunk every two
@@ -536,14 +536,14 @@ def _record_world(path, config, steps, lane, events=None):
     from mcap.reader import make_reader
 
     from mbsim_ros.ros.bridge import Bridge
-    from mbsim_ros.ros.config import load_config
-    from mbsim_ros.ros.session import simulation
-    from mbsim_ros.ros.world import load_world
+    from mbsim_ros.run.config import load_config
+    from mbsim_ros.run import build_simulation
+    from mbsim_ros.run.world import load_world
     config = load_config(None, config)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         models, _ = load_world(config)
-    sim = simulation(models, config)
+    sim = build_simulation(models, config)
     transport = BagTransport(path)
     if not lane:
         transport.lane = lambda *args: None
@@ -657,12 +657,12 @@ def test_the_lane_follows_a_spawned_and_deleted_model(tmp_path):
 
     def spawn(sim, bridge):
         sim.add_model(robot, "robot2", ((1.5, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0)))
-        bridge.world_changed()
+        bridge.on_world_changed(sim)
         lanes.append(bridge.lane and {h.topic for h in bridge.lane.handles})
 
     def delete(sim, bridge):
         sim.remove_model("robot2")
-        bridge.world_changed()
+        bridge.on_world_changed(sim)
         lanes.append(bridge.lane and {h.topic for h in bridge.lane.handles})
     config = {"real_time_factor": 0.0, "joint_state_rate": 1000.0}
     events = {40: spawn, 80: delete}
@@ -688,7 +688,7 @@ def test_a_namespaced_robots_joint_states_are_published_beside_the_lane(tmp_path
     def spawn(sim, bridge):
         sim.add_model(robot, "robot2", ((1.5, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0)))
         bridge.namespaces["robot2"] = "/fleet/robot2"
-        bridge.world_changed()
+        bridge.on_world_changed(sim)
     config = {"real_time_factor": 0.0, "joint_state_rate": 1000.0, "diagnostics_rate": 50.0}
     got, bridge = _record_world(tmp_path / "lane", config, 60, lane=True, events={20: spawn})
     want, _ = _record_world(tmp_path / "publish", config, 60, lane=False, events={20: spawn})
@@ -697,18 +697,18 @@ def test_a_namespaced_robots_joint_states_are_published_beside_the_lane(tmp_path
 
 
 def test_only_uint8_arrays_starting_on_a_block_count_as_block_aligned():
-    """bag._block_aligned, which decides what the writer hands to the disk from its own memory:
+    """direct_file.block_aligned, which decides what the writer hands to the disk from its own memory:
     a 1-D C-contiguous uint8 array starting at a 4096-byte boundary, writable or read-only;
     not the same memory one byte further, as another dtype or shape, or as a memoryview."""
     from mbsim_ros.sensors.optical import page_aligned_empty
     pixels = page_aligned_empty(3 * 4096, np.uint8)
     read_only = pixels.view()
     read_only.setflags(write=False)
-    assert bagmod._block_aligned(pixels) and bagmod._block_aligned(read_only)
-    assert bagmod._block_aligned(pixels[4096:]) and bagmod._block_aligned(read_only[8192:])
+    assert direct_file.block_aligned(pixels) and direct_file.block_aligned(read_only)
+    assert direct_file.block_aligned(pixels[4096:]) and direct_file.block_aligned(read_only[8192:])
     for other in (pixels[1:], read_only[1:], pixels.view(np.uint16), pixels.reshape(3, 4096), pixels[::2],
                   memoryview(pixels), bytes(pixels)):
-        assert not bagmod._block_aligned(other)
+        assert not direct_file.block_aligned(other)
 
 
 def test_the_staging_buffer_is_faulted_in_when_the_bag_opens(tmp_path):
@@ -732,7 +732,7 @@ def test_the_staging_buffer_is_faulted_in_when_the_bag_opens(tmp_path):
 
 
 def test_the_streaming_copy_copies_every_byte_at_every_alignment():
-    """bag._stream_copy (non-temporal stores for the 32-byte aligned middle, memcpy for the
+    """bag_kernels.stream_copy (non-temporal stores for the 32-byte aligned middle, memcpy for the
     ends) writes exactly the source's bytes at the offset and nothing around them: at every
     destination alignment, for lengths shorter than the unaligned head, around one vector and
     large, from a writable array and from bytes (a read-only buffer); an offset out of range is
@@ -745,10 +745,10 @@ def test_the_streaming_copy_copies_every_byte_at_every_alignment():
                 dst = np.full(length + 128, 0xA5, np.uint8)
                 expected = dst.copy()
                 expected[at:at + length] = source
-                bagmod._stream_copy(dst, at, src)
+                bag_kernels.stream_copy(dst, at, src)
                 assert np.array_equal(dst, expected), (length, at)
     with pytest.raises(IndexError):
-        bagmod._stream_copy(np.zeros(10, np.uint8), 5, np.zeros(6, np.uint8))
+        bag_kernels.stream_copy(np.zeros(10, np.uint8), 5, np.zeros(6, np.uint8))
 
 
 def _top_level_records(data):
@@ -805,7 +805,7 @@ def test_block_aligned_images_go_to_the_disk_from_where_they_were_rendered(tmp_p
             buffers = [mmap.mmap(-1, len(head))]
             buffers[0][:] = head
         return os.pwritev(fd, buffers, offset)
-    monkeypatch.setattr(bagmod, "_pwritev", pwritev)
+    monkeypatch.setattr(direct_file, "_pwritev", pwritev)
     paths = {}
     for fast in (True, False):
         paths[fast] = tmp_path / str(fast) / "bag"
@@ -817,13 +817,13 @@ def test_block_aligned_images_go_to_the_disk_from_where_they_were_rendered(tmp_p
                 if topic not in pubs:
                     pubs[topic] = bag.advertise(topic, typename, qos.SENSOR)
                 bag.publish_many([(pubs[topic], data, m.to_nanoseconds(t))])
-    big = [p for p in pixels if p.nbytes >= bagmod._BIG_PART]    # (/b/color's 57600 bytes are copied)
+    big = [p for p in pixels if p.nbytes >= direct_file.BIG_PART]    # (/b/color's 57600 bytes are copied)
     assert 0 < len(big) < len(pixels)
     if not short_writes:
         assert all(p.ctypes.data in addresses for p in big)    # written from where they are
     data = next(paths[True].glob("*.mcap")).read_bytes()
     records = _top_level_records(data)
-    padding = [k for k, (op, _, _) in enumerate(records) if op == bagmod._PADDING]
+    padding = [k for k, (op, _, _) in enumerate(records) if op == bag_kernels._PADDING]
     chunks = [(at, content) for op, at, content in records if op == 6]
     assert padding and all(records[k + 1][0] == 6 for k in padding)
     sizes = {p.nbytes for p in big}
@@ -833,7 +833,7 @@ def test_block_aligned_images_go_to_the_disk_from_where_they_were_rendered(tmp_p
         inner = at + 9 + 40
         while inner < at + 9 + len(content):
             op, length = data[inner], int.from_bytes(data[inner + 1:inner + 9], "little")
-            if op == 5 and length > bagmod._BIG_PART:
+            if op == 5 and length > direct_file.BIG_PART:
                 end = inner + 9 + length
                 size = next(s for s in sizes if int.from_bytes(data[end - s - 4:end - s], "little") == s)
                 assert (end - size) % 4096 == 0

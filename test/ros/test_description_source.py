@@ -9,8 +9,8 @@ import pytest
 
 from mbsim_ros.formats import expand_xacro, load_description
 from mbsim_ros.model import ConfigError
-from mbsim_ros.ros.config import load_config
-from mbsim_ros.ros.world import load_world
+from mbsim_ros.run.config import load_config
+from mbsim_ros.run.world import load_world
 
 rclpy = pytest.importorskip("rclpy", reason="rclpy not installed (comes with ROS 2)")
 from rclpy.parameter import Parameter  # noqa: E402

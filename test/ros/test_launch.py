@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from mbsim_ros.formats import load_model
-from mbsim_ros.ros.world import DEFAULT_WORLD
+from mbsim_ros.run.world import DEFAULT_WORLD
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SIM_LAUNCH = os.path.join(REPO, "launch", "sim.launch.py")
@@ -27,7 +27,8 @@ RVIZ_LAUNCH = os.path.join(REPO, "launch", "rviz.launch.py")
 RVIZ_CONFIG = os.path.join(REPO, "config", "mbsim.rviz")
 
 SIM_ARGS = {"model": "", "config": None, "rviz": "true", "use_sim_time": "true",
-            "namespace": "SR1", "rtf": "1.0"}          # config: the share path, set per test
+            "namespace": "SR1", "rtf": "1.0", "view": "false", "view_port": "8080",
+            "foxglove": "false", "foxglove_port": "8765"}   # config: the share path, set per test
 RVIZ_ARGS = {"namespace": "SR1", "use_sim_time": "true", "rviz_config": None}
 
 
@@ -195,6 +196,11 @@ def _typed(text, value_type):
         if not isinstance(value, bool):
             raise ValueError(f"{text!r} is not a bool")
         return value
+    if value_type is int:
+        value = yaml.safe_load(text)
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise ValueError(f"{text!r} is not an integer")
+        return value
     raise AssertionError(f"value_type {value_type!r} not expected here")
 
 
@@ -253,20 +259,26 @@ def test_sim_node(fake_ros):
     assert not node.arguments and not node.ros_arguments
 
     keys = [k for entry in node.parameters for k in entry]
-    assert sorted(keys) == ["config", "model", "real_time_factor", "use_sim_time"]
+    assert sorted(keys) == ["config", "foxglove", "foxglove_port", "model", "real_time_factor", "use_sim_time",
+                            "view", "view_port"]
     value_types = {k: getattr(v, "value_type", v) for entry in node.parameters for k, v in entry.items()}
-    assert value_types == {"model": str, "config": str, "real_time_factor": float, "use_sim_time": bool}
+    assert value_types == {"model": str, "config": str, "real_time_factor": float, "use_sim_time": bool,
+                           "view": bool, "view_port": int, "foxglove": bool, "foxglove_port": int}
 
     defaults = dict(SIM_ARGS, config=os.path.join(share, "config", "sim.yaml"))
     params = _parameters(node, defaults)
     assert params == {"model": "", "config": os.path.join(share, "config", "sim.yaml"),
-                      "real_time_factor": 1.0, "use_sim_time": True}
+                      "real_time_factor": 1.0, "use_sim_time": True, "view": False, "view_port": 8080,
+                      "foxglove": False, "foxglove_port": 8765}
     assert type(params["real_time_factor"]) is float and type(params["model"]) is str
 
     given = dict(defaults, model="/robots/a.urdf,/robots/b.wrl", config="", rtf="0",
-                 use_sim_time="false", namespace="robot")
+                 use_sim_time="false", namespace="robot", view="true", view_port="8090",
+                 foxglove="true", foxglove_port="8770")
     assert _parameters(node, given) == {"model": "/robots/a.urdf,/robots/b.wrl", "config": "",
-                                        "real_time_factor": 0.0, "use_sim_time": False}
+                                        "real_time_factor": 0.0, "use_sim_time": False,
+                                        "view": True, "view_port": 8090,
+                                        "foxglove": True, "foxglove_port": 8770}
     # strings that YAML would turn into numbers or booleans stay strings
     assert _parameters(node, dict(given, model="1.5", config="true"))["model"] == "1.5"
     assert _parameters(node, dict(given, model="1.5", config="true"))["config"] == "true"

@@ -35,14 +35,14 @@ def env():
 
 
 def sr1(overrides=None):
-    from mbsim_ros.ros.config import load_config
-    from mbsim_ros.ros.session import simulation
-    from mbsim_ros.ros.world import load_world
+    from mbsim_ros.run.config import load_config
+    from mbsim_ros.run import build_simulation
+    from mbsim_ros.run.world import load_world
     config = load_config(None, dict(overrides or {}, real_time_factor=0.0))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         models, _ = load_world(config)
-    return simulation(models, config), config
+    return build_simulation(models, config), config
 
 
 def step(sim, bridge, seconds):
@@ -138,9 +138,10 @@ def test_a_sensor_starts_and_stops_with_its_subscriber(publisher, reader):
         sub.subscribe(image.topic, m.IMAGE)
         assert pub.wait_for_subscribers(image, 1, timeout=10)
         step(sim, bridge, 0.15)       # the next look (every 0.1 s) sees the subscriber
-        # the look that starts at t = 0.2 goes through the 20 topics one a step, this one the
-        # 13th (in the order advertised): woken at t = 0.212, frames at 7/30 .. 9/30 s
-        assert [k for k in bridge.pubs].index("LeftCamera/image_raw") == 12
+        # the look that starts at t = 0.2 goes through the 21 topics one a step (the range
+        # sensor's cloud among them), this one the 14th in the order advertised: woken at
+        # t = 0.213, frames at 7/30 .. 9/30 s
+        assert [k for k in bridge.pubs].index("LeftCamera/image_raw") == 13
         assert left.last_stamp == pytest.approx(0.3, abs=1e-9)
         assert right.last_stamp is None and gyro.last_stamp is None
         assert image.messages == 3
@@ -387,7 +388,7 @@ def test_at_rtf_0_a_slow_render_thread_loses_no_frame(monkeypatch):
     import time as _time
     from capture_transport import Capture, steps
     from mbsim_ros.ros.bridge import Bridge
-    from mbsim_ros.ros.session import Session
+    from capture_transport import ros_session
     from mbsim_ros.sensors import optical
     topics = ("/SR1/LeftCamera/image_raw", "/SR1/RightCamera/depth/image_raw", "/SR1/ChestRange")
     sim, config = sr1()
@@ -404,7 +405,7 @@ def test_at_rtf_0_a_slow_render_thread_loses_no_frame(monkeypatch):
     monkeypatch.setattr(optical, "sense_optical", slow_render)
     sim, config = sr1()
     threaded = Capture()
-    session = Session(sim, threaded, config)
+    session, _ = ros_session(sim, threaded, config)
     try:
         worker = sim.optical_worker
         assert worker is not None and worker.lossless

@@ -8,24 +8,24 @@ import warnings
 
 import numpy as np
 
-from capture_transport import RawCapture
+from capture_transport import RawCapture, ros_session
 from mbsim_ros.ros import messages as m
 
 
 def test_a_paced_session_reports_lateness_live_and_renders_on_a_thread(monkeypatch):
-    from mbsim_ros.ros import session as session_module
-    from mbsim_ros.ros.config import load_config
-    from mbsim_ros.ros.session import Session, simulation
+    from mbsim_ros.run import session as session_module
+    from mbsim_ros.run.config import load_config
+    from mbsim_ros.run import build_simulation
     monkeypatch.setattr(session_module, "LIVE_LATENESS_STEPS", 16)    # the latest 16 steps, live
-    from mbsim_ros.ros.world import load_world
+    from mbsim_ros.run.world import load_world
     config = load_config(None, {"real_time_factor": 2.0, "diagnostics_rate": 10.0})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         models, _ = load_world(config)
-    sim = simulation(models, config)
+    sim = build_simulation(models, config)
     before = sys.getswitchinterval()
     capture = RawCapture()
-    session = Session(sim, capture, config)
+    session, _ = ros_session(sim, capture, config)
     worker = sim.optical_worker
     assert worker is not None and sys.getswitchinterval() <= 2e-4
     try:
@@ -64,16 +64,16 @@ def test_under_a_realtime_priority_every_thread_that_takes_the_gil_runs_one_leve
     import os
 
     from mbsim_ros.ros.bag import BagTransport
-    from mbsim_ros.ros.config import load_config
-    from mbsim_ros.ros.session import Session, simulation
-    from mbsim_ros.ros.world import load_world
+    from mbsim_ros.run.config import load_config
+    from mbsim_ros.run import build_simulation
+    from mbsim_ros.run.world import load_world
     config = load_config(None, {"real_time_factor": 1.0, "realtime_priority": 10})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         models, _ = load_world(config)
-    sim = simulation(models, config)
+    sim = build_simulation(models, config)
     bag = BagTransport(tmp_path / "bag")
-    session = Session(sim, bag, config)
+    session, _ = ros_session(sim, bag, config)
     try:
         threads = {"publisher": session.publisher.native_id, "render": sim.optical_worker.native_id}
         [threads["bag writer"]] = bag.worker_threads()

@@ -14,8 +14,8 @@ from capture_transport import Capture, bridge_on, steps
 from mbsim_ros.model import ConfigError, Joint, Link, Model
 from mbsim_ros.ros import messages as msg
 from mbsim_ros.ros.bridge import Bridge
-from mbsim_ros.ros.config import load_config
-from mbsim_ros.ros.session import simulation
+from mbsim_ros.run.config import load_config
+from mbsim_ros.run import Session, build_simulation
 
 DT = 0.001
 INERTIA = 0.5          # about each hinge (Izz at the hinge, the com on the axis)
@@ -116,7 +116,7 @@ def test_not_commanded_keeps_what_was_commanded():
     t.deliver("/rig/joint_commands", msg.joint_state(0.0, names, position=[0.4, 0.1, 0.2]))
     steps(sim, bridge, 10)
     t.deliver("/rig/joint_commands", msg.joint_state(0.0, names, effort=[0.0, 0.0, 1.0]))
-    c = bridge.controller
+    c = bridge.session.controller
     np.testing.assert_array_equal(c.q_target[:3], [0.4, 0.1, 0.2])
     nan = float("nan")
     t.deliver("/rig/joint_commands", msg.joint_state(0.0, names, position=[0.3, nan, nan], effort=[nan] * 3))
@@ -129,11 +129,11 @@ def test_a_position_joint_holds_its_initial_position_until_commanded():
     starts) while only NaN commands arrive: a robot stands while its controllers start."""
     config = load_config(None, dict(contact="none", hold=0, dt=DT, pd_gains={"default": [KP, KD]},
                                     command_interfaces=INTERFACES))
-    sim = simulation([rig()], config)
+    sim = build_simulation([rig()], config)
     sim.q[0] = 0.25
     t = Capture()
     bridge = Bridge(sim, t, config)
-    bridge.start()
+    Session(sim, config.replace(real_time_factor=0.0), listeners=[bridge])
     sim.v[0] = 1.0                                  # a push: the PD brings it back
     nan = float("nan")
     t.deliver("/rig/joint_commands", msg.joint_state(0.0, list(INTERFACES), position=[nan], velocity=[nan], effort=[nan]))
@@ -147,7 +147,7 @@ def test_bad_commands_are_reported_and_ignored():
     assert "1 position value(s) for 3 names" in bridge.errors[-1] and "command_interfaces" in bridge.errors[-1]
     t.deliver("/rig/joint_commands", msg.joint_state(0.0, ["arm"], effort=[float("inf")]))
     assert "finite or NaN" in bridge.errors[-1]
-    assert bridge.controller.effort[0] == 0.0
+    assert bridge.session.controller.effort[0] == 0.0
 
 
 def test_topic_names_are_configurable():
@@ -156,7 +156,7 @@ def test_topic_names_are_configurable():
     steps(sim, bridge, 2)
     assert t.got["/robot_joint_states"] and not t.got.get("/rig/joint_states")
     t.deliver("/robot_joint_commands", msg.joint_state(0.0, ["spinner"], effort=[0.5]))
-    assert bridge.controller.effort[2] == 0.5
+    assert bridge.session.controller.effort[2] == 0.5
 
 
 def test_command_interfaces_config_is_checked():
@@ -180,9 +180,9 @@ def test_the_ros2_control_block_for_the_bundled_robot(tmp_path):
     from mbsim_ros.ros.ros2_control import PLUGIN, moving_joints, ros2_control_block, with_ros2_control
     sim_config = load_config(REPO / "config" / "ros2_control_sim.yaml")
     model = mb.load_model(REPO / "mbsim_ros" / "data" / "models" / "SR1.wrl")
-    assert sorted(sim_config["command_interfaces"]) == sorted(moving_joints(model))
+    assert sorted(sim_config.command_interfaces) == sorted(moving_joints(model))
     urdf = with_ros2_control(mb.to_urdf(model), ros2_control_block(
-        sim_config["command_interfaces"], "/SR1/joint_commands", "/SR1/joint_states"))
+        sim_config.command_interfaces, "/SR1/joint_commands", "/SR1/joint_states"))
     root = etree.fromstring(urdf.encode())
     block = root.find("ros2_control")
     assert block.find("hardware/plugin").text == PLUGIN

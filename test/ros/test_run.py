@@ -14,8 +14,8 @@ from lxml import etree
 
 from mbsim_ros.cli import main
 from mbsim_ros.ros import messages as msg
-from mbsim_ros.ros.config import DEFAULTS, load_config
-from mbsim_ros.ros.node import config_from_parameters
+from mbsim_ros.run.config import DEFAULTS, load_config
+from mbsim_ros.ros.parameters import config_from_parameters
 from mbsim_ros.ros.transport import NullTransport
 
 try:     # the DDS test's fixtures: an independent cyclonedds process, a fresh domain id
@@ -188,8 +188,8 @@ def test_node_parameters_left_at_their_defaults_do_not_override_the_config_file(
     values = {"model": "", "config": str(cfg), "dt": 0.001, "real_time_factor": 2.0, "catch_up": "compensatory",
               "seed": 0, "frame_prefix": "", "joint_state_rate": 100.0, "tf_rate": 100.0, "hold": 2000.0}
     c = config_from_parameters(values, "/robot1")
-    assert c["dt"] == 0.002 and c["real_time_factor"] == 2.0 and c["namespace"] == "robot1"
-    assert config_from_parameters(dict(values, config=""), "/")["namespace"] == ""
+    assert c.dt == 0.002 and c.real_time_factor == 2.0 and c.namespace == "robot1"
+    assert config_from_parameters(dict(values, config=""), "/").namespace == ""
 
 
 def test_joint_commands_track_a_position_with_the_pd_gains():
@@ -202,18 +202,17 @@ def test_joint_commands_track_a_position_with_the_pd_gains():
     m.add_joint(Joint("j", "revolute", None, "l"))
     m.finalize()
     sim = mb.Simulation(m)
-    config = load_config(None, {"pd_gains": {"j": [20.0, 4.0]}})
-    bridge = Bridge(sim, NullTransport(), config)
-    bridge.start()
-    bridge._on_joint_commands(msg.joint_state(0.0, ["j"], position=[0.5]))
-    for _ in range(3000):
-        sim.step()
-        bridge.on_step(sim)
+    from capture_transport import ros_session
+    config = load_config(None, {"pd_gains": {"j": [20.0, 4.0]}, "real_time_factor": 0})
+    session, bridge = ros_session(sim, NullTransport(), config)
+    bridge.inputs._on_joint_commands(msg.joint_state(0.0, ["j"], position=[0.5]))
+    session.runner.step_once(3000)                           # not running: steps here, control included
     assert sim.q[0] == pytest.approx(0.5, abs=1e-3)          # critically damped-ish PD settles
-    bridge._on_joint_efforts(msg.float64_array([0.3]))
-    bridge.on_step(sim)
-    assert sim.tau[0] == pytest.approx(0.3 + 20.0 * (0.5 - sim.q[0]) - 4.0 * sim.v[0])
-    bridge._on_joint_commands(msg.joint_state(0.0, ["nope"], effort=[1.0]))
+    bridge.inputs._on_joint_efforts(msg.float64_array([0.3]))
+    q0, v0 = sim.q[0], sim.v[0]
+    session.runner.step_once(1)                              # the effort adds to the PD of the state stepped from
+    assert sim.tau[0] == pytest.approx(0.3 + 20.0 * (0.5 - q0) - 4.0 * v0)
+    bridge.inputs._on_joint_commands(msg.joint_state(0.0, ["nope"], effort=[1.0]))
     assert bridge.errors == ["joint_commands: unknown joint(s) nope"]
 
 
@@ -238,7 +237,7 @@ def test_bad_input_ends_with_one_clear_line_and_status_2(tmp_path, capsys, args,
 
 def test_config_sim_yaml_documents_every_setting_at_its_default():
     text = (REPO / "config" / "sim.yaml").read_text()
-    assert load_config(REPO / "config" / "sim.yaml") == DEFAULTS
+    assert load_config(REPO / "config" / "sim.yaml").as_dict() == DEFAULTS
     for key in DEFAULTS:
         assert f"\n{key}:" in "\n" + text
 

@@ -14,7 +14,7 @@ from conftest import ROS_MISSING
 
 if ROS_MISSING:
     pytest.skip(ROS_MISSING, allow_module_level=True)
-from rclpy_probe import Output, Probe  # noqa: E402
+from rclpy_probe import Output, Probe, stop_node  # noqa: E402
 from test_node import STARTUP, start_node  # noqa: E402
 
 si = pytest.importorskip("simulation_interfaces", reason="simulation_interfaces not built (test/ros_interfaces)")
@@ -47,7 +47,7 @@ def node(tmp_path_factory):
     vertical hinges; joint_commands with command_interfaces: shoulder position, elbow velocity)."""
     tmp = tmp_path_factory.mktemp("sim_node_si")
     (tmp / "arm.urdf").write_text(ARM)
-    config = (f"model: {tmp / 'arm.urdf'}\ndt: {DT}\nhold: 0.0\ncontact: none\n"
+    config = (f"model: {tmp / 'arm.urdf'}\ndt: {DT}\nhold: 0.0\ncontact: none\nfloating_base: false\n"
               "pd_gains: {default: [20.0, 4.0]}\n"
               "joint_commands_topic: /robot_joint_commands\njoint_states_topic: /robot_joint_states\n"
               "command_interfaces: {shoulder: [position], elbow: [velocity]}\n")
@@ -62,14 +62,7 @@ def node(tmp_path_factory):
         yield proc, out, probe
     finally:
         probe.close()
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=60)
-            except Exception:
-                proc.kill()
-                proc.wait()
-        out.thread.join(5)
+        stop_node(proc, out)
 
 
 def call(probe, srv, service, **fields):

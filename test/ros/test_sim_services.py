@@ -5,13 +5,13 @@ import time
 
 import numpy as np
 import pytest
-from capture_transport import Capture
+from capture_transport import Capture, ros_session
 
 from mbsim_ros.model import Joint, Link, Model
 from mbsim_ros.model.transforms import quat_to_matrix
 from mbsim_ros.ros import sim_services as si
-from mbsim_ros.ros.config import load_config
-from mbsim_ros.ros.session import Session, simulation
+from mbsim_ros.run.config import load_config
+from mbsim_ros.run import build_simulation
 
 DT = 0.001
 G = 9.80665
@@ -39,10 +39,12 @@ def arm(name="arm"):
 @pytest.fixture
 def services():
     config = load_config(None, dict(contact="none", hold=0, real_time_factor=0, dt=DT))
-    sim = simulation([ball(), arm()], config)
-    session = Session(sim, Capture(), config)
+    sim = build_simulation([ball(), arm()], config)
+    capture = Capture()
+    session, bridge = ros_session(sim, capture, config)
     quits = []
-    s = si.SimulationInterfaces(session, quit=lambda: quits.append(True))
+    s = si.SimulationInterfaces(session, bridge, quit=lambda: quits.append(True))
+    s.capture = capture
     session.runner.pause()
     session.runner.start()
     s.quits = quits
@@ -56,7 +58,7 @@ def test_features_list_what_this_simulation_does(services):
     codes, formats, _ = services.features()
     assert codes == [0, 1, 6, 7, 8, 9, 10, 11, 12, 14, 20, 21, 22, 23, 24, 25, 26, 31, 32, 33]
     assert 4 not in codes and 5 not in codes   # no ENTITY_TAGS (no entity has tags), no GetEntityBounds
-    assert formats == ["chrono_yaml", "osim", "urdf", "vrml"]
+    assert formats == ["chrono_yaml", "osim", "sdf", "urdf", "vrml"]
 
 
 def test_states_and_transitions(services):
@@ -329,8 +331,10 @@ def test_spawn_read_teleport_delete(services, tmp_path):
     assert code == si.NAME_NOT_UNIQUE or (code == si.OK and name2 == "box")   # the file's own name
     assert services.spawn("x", False, str(tmp_path / "none.urdf"), "", "", "", [0] * 3, unit)[0] == si.RESOURCE_PARSE_ERROR
     assert services.spawn("x", False, "http://host/box.urdf", "", "", "", [0] * 3, unit)[0] == si.UNSUPPORTED_FORMAT
-    (tmp_path / "box.sdf").write_text("<sdf/>")
-    assert services.spawn("x", False, str(tmp_path / "box.sdf"), "", "", "", [0] * 3, unit)[0] == si.UNSUPPORTED_FORMAT
+    (tmp_path / "box.sdf").write_text("<sdf/>")          # SDFormat is read: an empty one is a parse error
+    assert services.spawn("x", False, str(tmp_path / "box.sdf"), "", "", "", [0] * 3, unit)[0] == si.RESOURCE_PARSE_ERROR
+    (tmp_path / "box.stl").write_text("solid box")       # a mesh is no model format
+    assert services.spawn("x", False, str(tmp_path / "box.stl"), "", "", "", [0] * 3, unit)[0] == si.UNSUPPORTED_FORMAT
     assert services.spawn("x", False, "", "<robot name='x'><link name=", "", "", [0] * 3, unit)[0] == si.RESOURCE_PARSE_ERROR
     assert services.spawn("x", False, "", "", "", "", [0] * 3, unit)[0] == si.NO_RESOURCE
     assert services.spawn("x", False, "", BOX_URDF, "1ns", "", [0] * 3, unit)[0] == si.NAMESPACE_INVALID
@@ -381,8 +385,8 @@ def test_spawn_with_a_namespace_puts_its_topics_under_it(services):
     its joints stay in the simulator's joint_states too. Invalid or taken namespaces are
     NAMESPACE_INVALID; after a delete the namespace's topics are gone."""
     unit = [0, 0, 0, 1]
-    got = services.session.transport.got
-    ns = services.session.bridge.ns
+    got = services.capture.got
+    ns = services.bridge.ns
     for bad in ("2bots", "a//b", "a b", "bot/", ns, ns.strip("/")):
         code, message, _ = services.spawn("x", False, "", ARM_URDF, bad, "", [0] * 3, unit)
         assert code == si.NAMESPACE_INVALID and repr(bad) in message, (bad, message)
@@ -401,7 +405,7 @@ def test_spawn_with_a_namespace_puts_its_topics_under_it(services):
     assert not any(t.startswith(ns + "/bot") or t.startswith(ns + "/imu_bot") or t in (ns + "/acc", ns + "/gyro")
                    for t in got)
     assert services.delete("bot") == (si.OK, "")
-    topics = {h.topic for h in services.session.bridge.pubs.values()}
+    topics = {h.topic for h in services.bridge.pubs.values()}
     assert "/robot2/joint_states" not in topics and "/fleet/imu1/joint_states" in topics
     # the namespace is free again
     code, message, _ = services.spawn("bot", False, "", ARM_URDF, "robot2", "", [0, 0, 3], unit)

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from capture_transport import Capture
+from capture_transport import Capture, ros_session
 from lxml import etree
 
 import mbsim_ros as mb
-from mbsim_ros.ros.config import load_config
-from mbsim_ros.ros.session import Session, simulation
+from mbsim_ros.run.config import load_config
+from mbsim_ros.run import build_simulation
 
 BUNDLED = Path(__file__).resolve().parents[2] / "mbsim_ros" / "data" / "models"
 
@@ -36,9 +36,9 @@ def test_spawn_adds_a_robots_topics_frames_and_description_and_delete_takes_them
     robot = mb.load_model(BUNDLED / "SR1.wrl")
     floor = mb.load_model(BUNDLED / "floor.wrl")
     config = load_config(None, dict(real_time_factor=0, tf_rate=1000.0, joint_state_rate=1000.0))
-    sim = simulation([robot, floor], config)
+    sim = build_simulation([robot, floor], config)
     cap = Capture()
-    session = Session(sim, cap, config)
+    session, _ = ros_session(sim, cap, config)
     before = set(cap._publishers)
     runner = session.runner
     runner.start()
@@ -87,7 +87,7 @@ def test_openhrps_floor_beside_sr1_publishes_its_waist_as_floor_waist():
     robot = mb.load_model(BUNDLED / "SR1.wrl")
     floor = mb.load_model(Path(__file__).resolve().parents[1] / "models" / "openhrp" / "openhrp_floor.wrl")
     config = load_config(None, {})
-    sim = simulation([robot, floor], config)
+    sim = build_simulation([robot, floor], config)
     cap = Capture()
     Bridge(sim, cap, config).start()
     static = {(t.header.frame_id, t.child_frame_id) for m in cap.got["/tf_static"] for t in m.transforms}
@@ -95,7 +95,14 @@ def test_openhrps_floor_beside_sr1_publishes_its_waist_as_floor_waist():
     moving = {(t.header.frame_id, t.child_frame_id) for m in cap.got["/tf"] for t in m.transforms}
     assert ("odom", "WAIST") in moving
     urdf = etree.fromstring(cap.got["/SR1/floor/robot_description"][-1].data.encode())
-    assert [l.get("name") for l in urdf.iter("link")] == ["floor/WAIST"]
+    # welded: its description hangs it from "world" as /tf_static does (Gazebo's convention)
+    assert [l.get("name") for l in urdf.iter("link")] == ["world", "floor/WAIST"]
+    weld = next(j for j in urdf.iter("joint") if j.find("child").get("link") == "floor/WAIST")
+    assert weld.get("type") == "fixed" and weld.find("parent").get("link") == "world"
+    placed = next(t.transform.translation for m in cap.got["/tf_static"] for t in m.transforms
+                  if (t.header.frame_id, t.child_frame_id) == ("world", "floor/WAIST"))
+    # the same double written as repr(float) and carried as float64 on the wire
+    assert [float(x) for x in weld.find("origin").get("xyz").split()] == [placed.x, placed.y, placed.z]
     assert "/SR1/WaistGyro" in cap._publishers and "/SR1/robot_description" in cap._publishers
 
 

@@ -223,9 +223,13 @@ def reference_fill(bridge, work):
                 bridge._send(key, msg.imu(stamp, frame, gyro=r.values, gyro_variance=dev.variance), stamp)
             elif dev.kind == "force":
                 bridge._send(key, msg.wrench(stamp, frame, r.values), stamp)
-            elif dev.kind == "range":
-                bridge._send(key, msg.laser_scan(stamp, frame, r.values, dev.angle_min, dev.angle_increment,
+            elif dev.kind == "range":       # the scan: the ring nearest the horizon; a cloud of every ring
+                ring = r.values[dev.scan_ring * dev.columns:(dev.scan_ring + 1) * dev.columns]
+                bridge._send(key, msg.laser_scan(stamp, frame, ring, dev.angle_min, dev.angle_increment,
                                                  dev.angle_max, dev.range_min, dev.range_max, dev.scan_time), stamp)
+                if not suffix and dev.name + "/points" in bridge.pubs:
+                    bridge._send(dev.name + "/points", msg.lidar_cloud(stamp, frame, r.values, dev.laser_directions,
+                                                                        r.intensities), stamp)
             elif dev.kind == "camera":
                 info = msg.camera_info(stamp, frame, dev.width, dev.height, dev.fx, dev.fy, dev.cx, dev.cy)
                 if r.values.color is not None:
@@ -247,14 +251,14 @@ def published(model, overrides, seconds, reference):
     import warnings
 
     from mbsim_ros.ros.bridge import Bridge
-    from mbsim_ros.ros.config import load_config
-    from mbsim_ros.ros.session import simulation
-    from mbsim_ros.ros.world import load_world
+    from mbsim_ros.run.config import load_config
+    from mbsim_ros.run import build_simulation
+    from mbsim_ros.run.world import load_world
     config = load_config(None, dict(overrides, model=model, real_time_factor=0.0))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         models, _ = load_world(config)
-    sim = simulation(models, config)
+    sim = build_simulation(models, config)
     capture = RawCapture()
     bridge = Bridge(sim, capture, config)
     if reference:
@@ -306,16 +310,16 @@ def test_bridge_hands_images_to_a_bag_as_parts_and_the_bag_is_the_same(tmp_path)
 
     from mbsim_ros.ros.bag import BagTransport
     from mbsim_ros.ros.bridge import Bridge
-    from mbsim_ros.ros.config import load_config
-    from mbsim_ros.ros.session import simulation
-    from mbsim_ros.ros.world import load_world
+    from mbsim_ros.run.config import load_config
+    from mbsim_ros.run import build_simulation
+    from mbsim_ros.run.world import load_world
     config = load_config(None, {"real_time_factor": 0.0})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         models, _ = load_world(config)
     files = []
     for parts in (True, False):
-        sim = simulation(models, config)
+        sim = build_simulation(models, config)
         path = tmp_path / str(parts) / "bag"
         with BagTransport(path) as bag:
             if not parts:

@@ -14,7 +14,7 @@ from mbsim_ros.model import Joint, Link, Model, Sensor  # noqa: E402
 from mbsim_ros.model.elements import Function, TransformAxis  # noqa: E402
 from mbsim_ros.ros import messages as msg  # noqa: E402
 from mbsim_ros.ros.bridge import Bridge  # noqa: E402
-from mbsim_ros.ros.config import load_config  # noqa: E402
+from mbsim_ros.run.config import load_config  # noqa: E402
 from mbsim_ros.ros.transport import NullTransport  # noqa: E402
 
 

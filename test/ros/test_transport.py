@@ -150,7 +150,7 @@ def test_subscription_callback_errors_are_contained(caplog):
 
 def test_transport_for():
     assert transport_for("none").kind == "none"
-    with pytest.raises(ValueError, match="auto, rclpy, dds, none"):
+    with pytest.raises(ValueError, match="auto, rclpy, dds, foxglove, none"):
         transport_for("zmq")
     pytest.importorskip("cyclonedds")
     t = transport_for("dds", domain_id=201, env={"ROS_AUTOMATIC_DISCOVERY_RANGE": "OFF"})

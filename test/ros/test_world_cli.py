@@ -50,18 +50,18 @@ def test_openhrp_floor_beside_a_robot_and_bad_poses(capsys):
 
 
 def test_the_node_takes_on_ground_and_ground_as_parameters():
-    from mbsim_ros.ros.node import PARAMETER_DEFAULTS, config_from_parameters
+    from mbsim_ros.ros.parameters import PARAMETER_DEFAULTS, config_from_parameters
     values = dict(PARAMETER_DEFAULTS, on_ground=True, ground=False)
     config = config_from_parameters(values, "/")
-    assert config["on_ground"] is True and config["ground"] is False
-    assert config_from_parameters(dict(PARAMETER_DEFAULTS), "/")["on_ground"] is False
+    assert config.on_ground is True and config.ground is False
+    assert config_from_parameters(dict(PARAMETER_DEFAULTS), "/").on_ground is False
 
 
 def test_mbsim_run_expands_a_xacro_with_the_arguments_after_it(capsys, tmp_path):
     from mbsim_ros.ros.bag import BagTransport  # noqa: F401  (the bag writer is a run-time dependency)
     arm = Path(__file__).resolve().parents[1] / "models" / "urdf" / "arm.urdf.xacro"
     bag = tmp_path / "bag"
-    status, out, err = run(capsys, str(arm), "prefix:=left_", "length:=0.5", "--bag", str(bag))
+    status, out, err = run(capsys, str(arm), "prefix:=left_", "length:=0.5", "--fixed-base", "--bag", str(bag))
     assert status == 0 and "simulating arm:" in out, err
     reader = pytest.importorskip("mcap_ros2.reader", reason="mcap-ros2-support is a test dependency")
     names = set()

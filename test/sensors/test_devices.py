@@ -221,7 +221,7 @@ def test_camera_modes_give_the_images_they_name_and_none_gives_no_readings():
     assert r["MONO"].values.color.shape == (12, 16) and r["MONO"].values.depth is None
     assert r["MONO_DEPTH"].values.color.shape == (12, 16) and r["MONO_DEPTH"].values.depth is not None
     assert "NONE" not in r
-    # rendered into page-aligned memory, which a bag with O_DIRECT writes without a copy (ros/bag.py)
+    # rendered into page-aligned memory, which a bag with O_DIRECT writes without a copy (ros/direct_file.py)
     images = [a for mode in ("COLOR", "DEPTH", "MONO", "MONO_DEPTH") for a in r[mode].values if a is not None]
     assert len(images) == 5 and all(a.ctypes.data % 4096 == 0 and a.flags.c_contiguous for a in images)
 

@@ -110,7 +110,7 @@ PROTOCOLS = {"csv": (csv.CsvParser, csv.CsvEncoder),
              "scip2": (scip2.Scip2Parser, scip2.Scip2Encoder),
              "xsens": (xsens.XsensParser, xsens.XsensEncoder)}
 # Every protocol's own option keys. The keys of a devices:/emulate: entry that belong to the runtime
-# (mbsim_ros/hil/config.py) are skipped here; any other key is an error.
+# (mbsim_ros/hil/entries.py) are skipped here; any other key is an error.
 OPTIONS = {"csv": csv.OPTIONS, "scip2": scip2.OPTIONS, "xsens": xsens.OPTIONS}
 RUNTIME_KEYS = {"protocol", "source", "port", "baudrate", "rotation", "on_fault", "max_age", "topic",
                 "residual_window"}

@@ -1,0 +1,149 @@
+"""The live view's cost to the run: the bundled world (SR1 with its sensors, on the floor) run
+without the view and with the view and one browser connected (headless Chromium, WebGL in
+SwiftShader), side by side in one process, alternating:
+
+    python bench/view.py [--seconds S] [--rounds N]
+
+Prints, for each configuration, the median over its rounds of
+- rtf 1: the achieved real-time factor and the step lateness p50 / p99 / max;
+- rtf 0: steps per wall second;
+and the view's own CPU per wall second: its thread (snapshots to scene messages) and viser's
+server thread (serializing and sending them), read with time.thread_time and /proc. The
+browser's own rendering runs in other processes and is reported beside (its CPU per second).
+"""
+import argparse
+import os
+import statistics
+import sys
+import time
+import warnings
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "test", "view"))
+
+
+def thread_cpu(native_id):
+    """CPU seconds of one thread of this process (utime + stime from /proc)."""
+    with open(f"/proc/self/task/{native_id}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def process_cpu(pids):
+    total = 0.0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except OSError:
+            pass
+    return total
+
+
+def browser_pids(driver):
+    """The processes of this bench's browser: chromedriver's descendants (other Chromiums on
+    the machine are not counted)."""
+    parent = {}
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    parent[int(pid)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                pass
+    tree = {driver.service.process.pid}
+    grew = True
+    while grew:
+        more = {pid for pid, ppid in parent.items() if ppid in tree} - tree
+        tree |= more
+        grew = bool(more)
+    return sorted(tree)
+
+
+def one_run(rtf, seconds):
+    """The run without the view."""
+    from mbsim_ros.run import Session, load_config, load_world, build_simulation
+    config = load_config(None, {"real_time_factor": rtf})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        models, _ = load_world(config)
+        sim = build_simulation(models, config)
+    session = Session(sim, config)
+    try:
+        w0 = time.monotonic()
+        stats = session.run(seconds)
+        wall = time.monotonic() - w0
+    finally:
+        session.close()
+    return dict(rtf=stats["rtf"], p50=stats["lateness_p50_ms"], p99=stats["lateness_p99_ms"],
+                max=stats["lateness_max_ms"], steps_per_s=stats["steps"] / wall)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--port", type=int, default=18765)
+    args = parser.parse_args()
+    from browser import browser, wait_for
+    from mbsim_ros.view.live import LiveView
+
+    results = {}
+    load_before = os.getloadavg()[0]
+    for rnd in range(args.rounds):
+        for with_view in (False, True):
+            for rtf in (1.0, 0.0):
+                if with_view:
+                    r = run_with_browser(LiveView(port=args.port), rtf, args.seconds, browser, wait_for)
+                else:
+                    r = one_run(rtf, args.seconds)
+                results.setdefault((with_view, rtf), []).append(r)
+                print(f"round {rnd + 1} {'view + browser' if with_view else 'no view':15} rtf {rtf:g}: "
+                      + ", ".join(f"{k} {v:.4g}" for k, v in r.items()), flush=True)
+    med = {k: {f: statistics.median(r[f] for r in v) for f in v[0]} for k, v in results.items()}
+    load = os.getloadavg()[0]
+    print(f"\nmedian of {args.rounds} rounds of {args.seconds:g} s, machine load {load_before:.1f} before, "
+          f"{load:.1f} after ({os.cpu_count()} cores):")
+    a, b = med[(False, 1.0)], med[(True, 1.0)]
+    print(f"  rtf 1 lateness p50/p99/max ms: no view {a['p50']:.3f}/{a['p99']:.3f}/{a['max']:.2f}, "
+          f"view + browser {b['p50']:.3f}/{b['p99']:.3f}/{b['max']:.2f}; achieved rtf {a['rtf']:.3f} vs {b['rtf']:.3f}")
+    a0, b0 = med[(False, 0.0)], med[(True, 0.0)]
+    print(f"  rtf 0 steps per second: no view {a0['steps_per_s']:.0f}, view + browser {b0['steps_per_s']:.0f} "
+          f"(ratio {b0['steps_per_s'] / a0['steps_per_s']:.3f})")
+    print(f"  the view's own CPU per second: its thread {b['view_cpu']:.3f} s + viser's server thread "
+          f"{b['server_cpu']:.3f} s at rtf 1; {b0['view_cpu']:.3f} + {b0['server_cpu']:.3f} s at rtf 0; "
+          f"the browser (SwiftShader) {b['browser_cpu']:.2f} s")
+
+
+def run_with_browser(view, rtf, seconds, browser, wait_for):
+    """The run with `view` as its listener and a browser showing it, connected before it starts."""
+    from mbsim_ros.run import Session, load_config, load_world, build_simulation
+    config = load_config(None, {"real_time_factor": rtf})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        models, _ = load_world(config)
+        sim = build_simulation(models, config)
+    session = Session(sim, config, listeners=[view])
+    driver = browser()
+    try:
+        driver.get(view.url)
+        wait_for(lambda: len(view.server.get_clients()) == 1, "the browser to connect")
+        time.sleep(5.0)             # the page built and drawing
+        server_thread = view.server._websock_server._server_thread.native_id
+        cpu0 = (view.cpu_seconds, thread_cpu(server_thread))
+        chrome = browser_pids(driver)
+        b0, w0 = process_cpu(chrome), time.monotonic()
+        stats = session.run(seconds)
+        wall = time.monotonic() - w0
+        return dict(rtf=stats["rtf"], p50=stats["lateness_p50_ms"], p99=stats["lateness_p99_ms"],
+                    max=stats["lateness_max_ms"], steps_per_s=stats["steps"] / wall,
+                    browser_cpu=(process_cpu(chrome) - b0) / wall,
+                    view_cpu=(view.cpu_seconds - cpu0[0]) / wall,
+                    server_cpu=(thread_cpu(server_thread) - cpu0[1]) / wall, dropped=view.frames_dropped)
+    finally:
+        session.close()
+        driver.quit()
+
+
+if __name__ == "__main__":
+    main()

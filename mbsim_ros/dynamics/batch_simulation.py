@@ -1,0 +1,187 @@
+"""BatchSimulation: n worlds of one model, their state in arrays with a leading world axis,
+stepped by one kernel call across the cores (step.py's batch kernels: a parallel range over
+the worlds, each world through the one-world step kernel with workspaces of its own, so a batch
+computes bit for bit what n separate Simulations compute).
+(No kernels here: this file stays out of the kernel cache's source digest, _kernel_cache.py.)"""
+import numpy as np
+
+from .._kernel_cache import warm_up
+from ..model import SimulationError
+from . import kernels
+from .constraints import CONTACT_PENALTY, STAT_NCON, STAT_ROWS
+from .physics import POSES_ONLY, Physics, StateArray
+from .step import step_batch_rk4, step_batch_semi_implicit_euler
+
+BATCH_INTEGRATORS = {"semi-implicit-euler": step_batch_semi_implicit_euler, "rk4": step_batch_rk4}
+
+
+def _rows(buffer, n):
+    """n C-contiguous copies of a one-world buffer, one per row."""
+    return np.ascontiguousarray(np.broadcast_to(buffer, (n,) + buffer.shape))
+
+
+def _slice_in(buffer, view):
+    """The slice of the 1-d `buffer` that the contiguous `view` (carved from it) occupies."""
+    start = (view.ctypes.data - buffer.ctypes.data) // buffer.itemsize
+    assert 0 <= start and start + view.size <= buffer.size, "view not carved from buffer"
+    return slice(start, start + view.size)
+
+
+class BatchSimulation:
+    """n_worlds copies of one world (one Model or several, as Physics takes them), each with
+    its own state, controls and inputs, stepped together: `step()` is one kernel call that
+    spreads the worlds over the kernels' threads (one per core unless NUMBA_NUM_THREADS says
+    otherwise; set_num_threads of the JIT package changes it at run time).
+
+    Every argument after n_worlds is Physics' (dt, integrator, contact, solver options,
+    poses, names, massless_armature) and means the same. All worlds start at the assembled
+    initial state; then set each world's row:
+
+        batch = mb.BatchSimulation(model, 64, dt=0.001)
+        batch.q[:, 7:] += 0.1 * rng.standard_normal((64, model.nq - 7))
+        batch.tau[:] = torques            # (64, nv), held until changed
+        batch.step(1000)
+        batch.q, batch.v, batch.acceleration   # (64, nq), (64, nv), (64, nv)
+
+    World w computes exactly (bit for bit) what a Physics of the same models given world w's
+    state, tau, controls and inputs computes. `prototype` is a one-world Physics of the
+    models: names, models, compiled arrays, link lookups (its own state is not the batch's).
+    Sensors (cameras, IMUs, noise, rates) are not simulated per world; the batch gives the
+    dynamics' outputs (state, the last step's acceleration, link poses, contact counts)."""
+
+    def __init__(self, models, n_worlds: int, dt: float = 0.001, integrator: str = "semi-implicit-euler",
+                 contact=None, max_contacts: int = 64, poses=None, names=None, massless_armature: float = 0.0,
+                 **solver_options):
+        if isinstance(n_worlds, bool) or not isinstance(n_worlds, (int, np.integer)) or n_worlds < 1:
+            raise ValueError(f"n_worlds must be a whole number >= 1, got {n_worlds!r}")
+        self.prototype = p = Physics(models, dt, integrator, contact, max_contacts, poses, names,
+                                        massless_armature, **solver_options)
+        n = self.n_worlds = int(n_worlds)
+        self.dt, self.integrator, self.contact = p.dt, p.integrator, p.contact
+        self._kernel = BATCH_INTEGRATORS[integrator]
+        c, k, f = p.compiled, p.constraints, p.forces
+        self._q, self._v, self._tau = np.zeros((n, c.nq)), np.zeros((n, c.nv)), np.zeros((n, c.nv))
+        self._df, self._cf, self._ci = _rows(p._df, n), _rows(p._cf, n), _rows(p._ci, n)
+        self._sf, self._si, self._lf, self._li = (_rows(x, n) for x in (k.sf, k.si, k.lf, k.li))
+        self._ef, self._ei = _rows(f.ef, n), _rows(f.ei, n)
+        self._a_step = _slice_in(p._df, p._data.a_step)
+        self._controls = _slice_in(f.ef, f.forces.controls[:len(f.actuator_names)])
+        self._inputs = _slice_in(f.ef, f.forces.inputs[:len(f.input_names)])
+        self._ncon = _slice_in(k.si, k.solver.stats[STAT_NCON:STAT_NCON + 1]).start
+        self._nrows = _slice_in(k.si, k.solver.stats[STAT_ROWS:STAT_ROWS + 1]).start
+        self._steps = np.zeros(n, dtype=np.int64)
+        self._done, self._bad = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
+        self._t0 = np.zeros(n)
+        self._pose_df, self._pose_data = c.new_data()
+        self.reset()
+        warm_up([(f"{integrator} step, {n} worlds", lambda: self.step(0))])
+
+    # -- state ------------------------------------------------------------------------------
+    q = StateArray("_q", "(n_worlds, nq) generalized positions (a view: write into it to set the state).")
+    v = StateArray("_v", "(n_worlds, nv) generalized velocities (a view).")
+    tau = StateArray("_tau", "(n_worlds, nv) applied generalized forces, held until changed (a view; "
+                             "clamped to the effort limits when applied).")
+
+    @property
+    def t(self) -> np.ndarray:
+        """(n_worlds,) each world's time (equal unless a world blew up, SimulationError)."""
+        return self._steps * self.dt
+
+    @property
+    def nq(self) -> int:
+        return self.prototype.nq
+
+    @property
+    def nv(self) -> int:
+        return self.prototype.nv
+
+    @property
+    def acceleration(self) -> np.ndarray:
+        """(n_worlds, nv): the acceleration the last step applied, (v+ - v) / dt (a copy)."""
+        return self._df[:, self._a_step].copy()
+
+    # -- actuators and inputs ---------------------------------------------------------------
+    @property
+    def actuator_names(self) -> list:
+        return self.prototype.actuator_names
+
+    @property
+    def controls(self) -> np.ndarray:
+        """(n_worlds, actuators): every world's actuator controls (a copy; assign an array of
+        that shape, or one row for every world, to set them: clamped to each actuator's range)."""
+        return self._ef[:, self._controls].copy()
+
+    @controls.setter
+    def controls(self, values):
+        values = np.asarray(values, dtype=float)
+        shape = (self.n_worlds, len(self.actuator_names))
+        if values.shape not in (shape, shape[1:]):
+            raise ValueError(f"controls: expected shape {shape} or {shape[1:]} (worlds x actuators: "
+                             f"{', '.join(self.actuator_names) or 'none'}), got {values.shape}")
+        self._ef[:, self._controls] = self.prototype.forces.clip_controls(values)
+
+    @property
+    def input_names(self) -> list:
+        return self.prototype.input_names
+
+    def set_input(self, name: str, values):
+        """Set a run-time input in every world: one value, or one per world."""
+        if name not in self.input_names:
+            raise KeyError(f"no input named {name!r}; the inputs are {', '.join(self.input_names) or 'none'}")
+        values = np.broadcast_to(np.asarray(values, dtype=float), (self.n_worlds,))
+        if not np.all(np.isfinite(values)):
+            raise ValueError(f"input {name!r}: expected finite numbers, got {values.tolist()}")
+        self._ef[:, self._inputs.start + self.input_names.index(name)] = values
+
+    # -- stepping ---------------------------------------------------------------------------
+    def reset(self, worlds=None):
+        """Worlds (all, or the given indices) back to Physics.reset()'s state: t = 0, the
+        assembled initial q and v, zero tau, the initial controls, inputs 0, no contacts."""
+        p = self.prototype
+        p.reset()
+        rows = slice(None) if worlds is None else np.asarray(worlds, dtype=np.int64)
+        self._q[rows], self._v[rows], self._tau[rows] = p.q, p.v, p.tau
+        self._sf[rows], self._si[rows] = p.constraints.sf, p.constraints.si
+        self._ef[rows], self._ei[rows] = p.forces.ef, p.forces.ei
+        self._steps[rows] = 0
+
+    def step(self, n: int = 1):
+        """Advance every world n steps of dt in one kernel call. A world that becomes NaN or
+        infinite stops at its last finite state (its `t` stays there) while the others go on;
+        then SimulationError names the worlds and joints."""
+        p = self.prototype
+        p.compiled.tree.gravity[:] = p.models[0].gravity
+        c, k, g = p.compiled, p.constraints, p.geoms
+        np.multiply(self._steps, self.dt, out=self._t0)
+        self._kernel(c.tf, c.ti, self._df, g.gf, g.gi, self._cf, self._ci, k.rf, k.ri, self._sf, self._si,
+                     self._lf, self._li, self._ef if p.forces.n else None, self._ei, k.sizes, p._options,
+                     self._q, self._v, self._tau, self._t0, self.dt, int(n), True if k.nloop else None,
+                     True if p._options[0] == CONTACT_PENALTY else None, self._done, self._bad)
+        self._steps += self._done
+        failed = np.nonzero(self._bad >= 0)[0]
+        if failed.size:
+            which = ", ".join(f"world {w} (joint {c.joint_of_v[self._bad[w]]!r}, kept at t = {self.t[w]:.6g} s)"
+                              for w in failed[:5])
+            raise SimulationError(f"{failed.size} of {self.n_worlds} worlds blew up: {which}"
+                                  f"{' ...' if failed.size > 5 else ''}; check the states and controls "
+                                  f"given to them and the time step dt = {self.dt}")
+
+    # -- outputs ----------------------------------------------------------------------------
+    def contact_counts(self) -> np.ndarray:
+        """(n_worlds,) contacts each world detected at its last step's start."""
+        return self._si[:, self._ncon].copy()
+
+    def constraint_rows(self) -> np.ndarray:
+        """(n_worlds,) constraint rows each world solved in its last step."""
+        return self._si[:, self._nrows].copy()
+
+    def link_poses(self):
+        """(R (n_worlds, nl, 3, 3), p (n_worlds, nl, 3)): every world's link poses at its current
+        state, in prototype.compiled.link_names order (new arrays)."""
+        c, d = self.prototype.compiled, self._pose_data
+        nl = len(c.link_names)
+        R, pos = np.empty((self.n_worlds, nl, 3, 3)), np.empty((self.n_worlds, nl, 3))
+        for w in range(self.n_worlds):
+            kernels.kinematics_kernel(c.tf, c.ti, self._pose_df, self._q[w], POSES_ONLY)
+            R[w], pos[w] = d.link_R, d.link_p
+        return R, pos

@@ -1,0 +1,133 @@
+"""The geom and contact buffers: shape kinds, the limits of the narrow phase, and the
+`Geoms` and `Contacts` views that carve_geoms and carve_contacts cut from flat arrays."""
+from __future__ import annotations
+
+import math
+from collections import namedtuple
+
+from ..kernels import internal
+
+
+# Geom kinds. The narrow phase orders a pair so that the larger code is its `a`.
+PLANE, SPHERE, BOX, CAPSULE, CYLINDER, CONE, CONVEX = 0, 1, 2, 3, 4, 5, 6
+KIND_OF_SHAPE = {"plane": PLANE, "sphere": SPHERE, "box": BOX, "capsule": CAPSULE,
+                 "cylinder": CYLINDER, "cone": CONE, "mesh": CONVEX}
+
+MAX_MANIFOLD = 4        # points kept per pair: a box needs its 4 corners to stand
+RIM_SAMPLES = 8         # points sampled around a cylinder or cone rim
+MAX_FEATURE = 16        # mesh vertices kept in one contact feature
+FEATURE_SIN = 0.05      # a face or edge within ~3 degrees of facing the other shape is a feature
+FEATURE_COS = math.sqrt(1.0 - FEATURE_SIN ** 2)
+MAX_POLY = 2 * MAX_FEATURE + 4   # a clipped polygon: its own vertices plus one per clipping edge
+DUPLICATE_DIST = 1e-6   # m: manifold points closer than this (or on a line within it) add nothing
+EDGE_AXIS_BIAS = 0.05   # box-box: an edge axis must beat the best face axis by 5% (ODE's fudge)
+GJK_MAX_ITER = 64
+GJK_REL_TOL = 1e-12     # GJK stops when |v|^2 - v.w <= tol |v|^2 (distance converged)
+TOUCH_REL = 1e-10       # core distances below this times the shapes' size go to EPA
+EPA_MAX_VERTS = 128
+EPA_MAX_FACES = 256     # a closed triangulation of V vertices has 2V - 4 faces
+EPA_MAX_EDGES = 384
+EPA_REL_TOL = 1e-10     # EPA stops when the support gains less than this times the size
+
+Geoms = namedtuple("Geoms", [
+    "kind",        # int64[ng]     PLANE ... CONVEX
+    "link",        # int64[ng]     compiled link index
+    "vert_start", "vert_count",   # int64[ng]  CONVEX: range into verts
+    "R", "p",      # f8[ng,3,3], f8[ng,3]: geom frame in the link frame
+    "size",        # f8[ng,3]      box half extents; sphere (r); capsule/cylinder/cone (r, half length)
+    "friction", "restitution",    # f8[ng]
+    "rbound",      # f8[ng]        bounding sphere radius about the geom origin (inf: plane)
+    "verts",       # f8[nverts,3]  convex hull vertices, geom frame
+    "pairs",       # int64[npair,2] candidate pairs after the static filters, i < j
+])
+
+Contacts = namedtuple("Contacts", [
+    "link", "geom",          # int64[cap,2]  of a and b
+    "point", "normal",       # f8[cap,3]     world
+    "depth", "mu", "restitution",   # f8[cap]
+    # scratch
+    "geom_R", "geom_p",      # f8[ng,3,3], f8[ng,3]: geom poses in the world
+    "geom_half",             # f8[ng,3]   half extents of the world box about geom_p
+    "feat",                  # f8[2*MAX_FEATURE,3]: a's contact feature, then b's from row MAX_FEATURE
+    "poly",                  # f8[2*MAX_POLY,3]: two clipping buffers, the second from row MAX_POLY
+    "cand",                  # f8[ncand,7]: candidate point (0:3), normal (3:6), depth (6)
+    "simplex",               # f8[4,10]   GJK: point of A - B (0:3), of a (3:6), of b (6:9), weight (9)
+    "epa_vert",              # f8[EPA_MAX_VERTS,9]: EPA vertex of A - B (0:3), of a (3:6), of b (6:9)
+    "epa_face",              # f8[EPA_MAX_FACES,4]: unit normal (0:3), distance from the origin (3)
+    "epa_index",             # int64[EPA_MAX_FACES,4]: vertex indices (0:3), 1 while the face exists (3)
+    "epa_edge",              # int64[EPA_MAX_EDGES,2]: the horizon
+])
+
+
+def geom_sizes(ng, nverts, npair):
+    """(float, int) buffer lengths that carve_geoms lays out."""
+    return 18 * ng + 3 * nverts, 4 + 4 * ng + 2 * npair
+
+
+def contacts_sizes(capacity, ng, ncand):
+    """(float, int) buffer lengths that carve_contacts lays out."""
+    nf = (9 * capacity + 15 * ng + 6 * MAX_FEATURE + 6 * MAX_POLY + 7 * ncand + 40
+          + 9 * EPA_MAX_VERTS + 4 * EPA_MAX_FACES)
+    ni = 3 + 4 * capacity + 4 * EPA_MAX_FACES + 2 * EPA_MAX_EDGES
+    return nf, ni
+
+
+@internal
+def carve_geoms(gf, gi):
+    """The Geoms as views into gf and gi (header gi[:4] = ngeom, nverts, npair, capacity)."""
+    ng, nverts, npair = gi[0], gi[1], gi[2]
+    o = 0
+    R = gf[o:o + 9 * ng].reshape((ng, 3, 3)); o += 9 * ng
+    p = gf[o:o + 3 * ng].reshape((ng, 3)); o += 3 * ng
+    size = gf[o:o + 3 * ng].reshape((ng, 3)); o += 3 * ng
+    friction = gf[o:o + ng]; o += ng
+    restitution = gf[o:o + ng]; o += ng
+    rbound = gf[o:o + ng]; o += ng
+    verts = gf[o:o + 3 * nverts].reshape((nverts, 3)); o += 3 * nverts
+    k = 4
+    kind = gi[k:k + ng]; k += ng
+    link = gi[k:k + ng]; k += ng
+    vert_start = gi[k:k + ng]; k += ng
+    vert_count = gi[k:k + ng]; k += ng
+    pairs = gi[k:k + 2 * npair].reshape((npair, 2)); k += 2 * npair
+    g = Geoms(kind, link, vert_start, vert_count, R, p, size, friction, restitution, rbound,
+              verts, pairs)
+    return g, o, k
+
+
+@internal
+def carve_contacts(cf, ci):
+    """The Contacts workspace as views into cf and ci (header ci[:3] = capacity, ngeom, ncand)."""
+    cap, ng, ncand = ci[0], ci[1], ci[2]
+    o = 0
+    point = cf[o:o + 3 * cap].reshape((cap, 3)); o += 3 * cap
+    normal = cf[o:o + 3 * cap].reshape((cap, 3)); o += 3 * cap
+    depth = cf[o:o + cap]; o += cap
+    mu = cf[o:o + cap]; o += cap
+    restitution = cf[o:o + cap]; o += cap
+    geom_R = cf[o:o + 9 * ng].reshape((ng, 3, 3)); o += 9 * ng
+    geom_p = cf[o:o + 3 * ng].reshape((ng, 3)); o += 3 * ng
+    geom_half = cf[o:o + 3 * ng].reshape((ng, 3)); o += 3 * ng
+    feat = cf[o:o + 6 * MAX_FEATURE].reshape((2 * MAX_FEATURE, 3)); o += 6 * MAX_FEATURE
+    poly = cf[o:o + 6 * MAX_POLY].reshape((2 * MAX_POLY, 3)); o += 6 * MAX_POLY
+    cand = cf[o:o + 7 * ncand].reshape((ncand, 7)); o += 7 * ncand
+    simplex = cf[o:o + 40].reshape((4, 10)); o += 40
+    epa_vert = cf[o:o + 9 * EPA_MAX_VERTS].reshape((EPA_MAX_VERTS, 9)); o += 9 * EPA_MAX_VERTS
+    epa_face = cf[o:o + 4 * EPA_MAX_FACES].reshape((EPA_MAX_FACES, 4)); o += 4 * EPA_MAX_FACES
+    k = 3
+    link = ci[k:k + 2 * cap].reshape((cap, 2)); k += 2 * cap
+    geom = ci[k:k + 2 * cap].reshape((cap, 2)); k += 2 * cap
+    epa_index = ci[k:k + 4 * EPA_MAX_FACES].reshape((EPA_MAX_FACES, 4)); k += 4 * EPA_MAX_FACES
+    epa_edge = ci[k:k + 2 * EPA_MAX_EDGES].reshape((EPA_MAX_EDGES, 2)); k += 2 * EPA_MAX_EDGES
+    c = Contacts(link, geom, point, normal, depth, mu, restitution, geom_R, geom_p, geom_half,
+                 feat, poly, cand, simplex, epa_vert, epa_face, epa_index, epa_edge)
+    return c, o, k
+
+
+
+# How the narrow phase is called: routines take geom records (tuples, by value) and the few
+# scratch arrays they use, never the Geoms/Contacts tuples (small arguments keep each routine's
+# code short to compile). Each routine writes candidate contacts into `cand` and returns their
+# count; collide() keeps at most MAX_MANIFOLD of them.
+FEAT_A, FEAT_B = 0, MAX_FEATURE     # first rows of a's and b's features in `feat`
+POLY_IN, POLY_OUT = 0, MAX_POLY     # first rows of the two clipping buffers in `poly`

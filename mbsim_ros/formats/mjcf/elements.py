@@ -1,0 +1,334 @@
+"""MJCF sections around the body tree: keyframes, actuators, sensors, cameras, equality
+constraints, tendons and contact pairs, onto the Model.
+
+Actuators on a hinge or slide joint (MuJoCo's force gear * (gain * ctrl + b0 + b1 L + b2 dL/dt),
+L = gear * q): the control part is an Actuator (kind "coordinate", gain = gear * gainprm[0],
+control clamped to ctrlrange), the bias part (a position or velocity servo's -kp L - kv dL/dt)
+joins the joint's spring and damper (stiffness += -b1 gear^2, damping += -b2 gear^2, the rest
+position shifted by b0). So sim.set_control(name, ctrl) gives MuJoCo's force, and a <key>'s ctrl
+is the initial control. Not mapped (each a note): tendon, site, body transmissions, activation
+dynamics, affine gains, forcerange on a servo.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...model import Actuator, CoordinateCoupler, Function, LoopConstraint, Sensor
+from ...model.transforms import axis_angle_to_matrix, inverse_transform, quat_to_matrix
+from .parse import ACTUATOR_TAGS
+
+_SITE_SENSORS = {"accelerometer": "accelerometer", "gyro": "gyro", "force": "force", "torque": "force",
+                 "rangefinder": "range"}
+_FLIP_Z = np.diag([1.0, -1.0, -1.0, 1.0])     # MuJoCo's rangefinder looks along +z, ours along -z
+
+
+def read_elements(r, root, model, tree, keyframe):
+    joints = {j.name: j for j in model.joints}
+    poses = _poses_at_qpos0(model) if any(n.children for n in root.each("equality")) else {}
+    for node in root.each("contact"):
+        for c in node.children:
+            r.note(c, f"<contact><{c.tag}> is not used (collisions follow contype/conaffinity and "
+                      "leave out parent-child pairs)")
+    for node in root.each("tendon"):
+        for c in node.children:
+            r.note(c, f"<tendon><{c.tag}> is not simulated")
+    for tag in ("deformable", "extension", "custom"):
+        for node in root.each(tag):
+            r.note(node, f"<{tag}> is not used")
+    _equality(r, root, model, tree, joints, poses)
+    _actuators(r, root, model, joints)
+    _sensors(r, root, model, tree)
+    _cameras(r, model, tree)
+    _keyframes(r, root, model, tree, joints, keyframe)
+
+
+# -- keyframes --------------------------------------------------------------------------
+def _keyframes(r, root, model, tree, joints, keyframe):
+    keys = [k for node in root.each("keyframe") for k in node.each("key")]
+    names = [k.get("name") or str(i) for i, k in enumerate(keys)]
+    model.settings["keyframes"] = names
+    if keyframe is None:
+        return
+    want = str(keyframe)
+    if want not in names:
+        raise r.error(root, f"no keyframe {want!r}; the keyframes are {', '.join(names) or 'none'}")
+    node = keys[names.index(want)]
+    order = [joints[n] for n in tree.joint_names]
+    nq = sum(j.nq for j in order)
+    nv = sum(j.nv for j in order)
+    default = np.concatenate([_mj_qpos(j) for j in order]) if order else np.zeros(0)
+    qpos = r.floats(node, node.attrib, "qpos", nq, default) if "qpos" in node.attrib else default
+    qvel = r.floats(node, node.attrib, "qvel", nv, np.zeros(nv))
+    iq = iv = 0
+    for j in order:
+        q, v = qpos[iq:iq + j.nq].copy(), qvel[iv:iv + j.nv].copy()
+        if j.type in ("ball", "free"):
+            w = q[-4:]
+            if np.linalg.norm(w) < 1e-12:
+                raise r.error(node, f"qpos of joint {j.name!r}: a zero quaternion")
+            q[-4:] = np.array([w[1], w[2], w[3], w[0]]) / np.linalg.norm(w)
+        if j.type == "free":       # MuJoCo's linear velocity is in the world frame, ours in the body's
+            v[:3] = quat_to_matrix(q[3:]).T @ v[:3]
+        j.q0, j.v0 = q, v
+        iq, iv = iq + j.nq, iv + j.nv
+    if "ctrl" in node.attrib:
+        ctrl = r.floats(node, node.attrib, "ctrl", len(model.actuators) + r.unmapped_actuators)
+        for a, i in zip(model.actuators, r.mapped_actuators):
+            a.control = float(np.clip(ctrl[i], a.min_control, a.max_control))
+    for attr in ("act", "mpos", "mquat"):
+        if attr in node.attrib:
+            r.note(node, f"{attr} is not used")
+
+
+def _mj_qpos(j):
+    q = j.q0.copy()
+    if j.type in ("ball", "free"):
+        q[-4:] = [q[-1], q[-4], q[-3], q[-2]]
+    return q
+
+
+# -- actuators --------------------------------------------------------------------------
+def _shortcut(p, tag, attrs):
+    """MuJoCo's actuator shortcuts as general attributes, over `p` (the class's so far)."""
+    p.update({k: v for k, v in attrs.items() if k not in ("kp", "kv", "dampratio", "timeconst")})
+    if tag == "motor":
+        p.update(gaintype="fixed", gainprm="1", biastype="none", biasprm="0")
+    elif tag == "position":
+        kp = attrs.get("kp", p.get("_kp", "1"))
+        kv = attrs.get("kv", p.get("_kv", "0"))
+        p.update(_kp=kp, _kv=kv, gaintype="fixed", gainprm=kp, biastype="affine", biasprm=f"0 -{kp} -{kv}")
+        if "dampratio" in attrs:
+            p["_dampratio"] = attrs["dampratio"]
+        if "timeconst" in attrs:
+            p["_timeconst"] = attrs["timeconst"]
+    elif tag == "velocity":
+        kv = attrs.get("kv", p.get("_kv", "1"))
+        p.update(_kv=kv, gaintype="fixed", gainprm=kv, biastype="affine", biasprm=f"0 0 -{kv}")
+    elif tag != "general":
+        p["_unsupported"] = tag
+
+
+def _actuators(r, root, model, joints):
+    r.mapped_actuators, r.unmapped_actuators = [], 0
+    index = 0
+    for section in root.each("actuator"):
+        for node in section.children:
+            if node.tag not in ACTUATOR_TAGS:
+                r.note(node, f"unknown actuator <{node.tag}>: ignored")
+                continue
+            cls = node.get("class", "main")
+            if cls not in r.classes:
+                raise r.error(node, f"class=\"{cls}\" is not a <default> class")
+            p = {}
+            for tag, attrs, _ in r.classes[cls]["actuator"]:
+                _shortcut(p, tag, attrs)
+            _shortcut(p, node.tag, node.attrib)
+            actuator = _actuator(r, node, p, joints, index)
+            if actuator is None:
+                r.unmapped_actuators += 1
+            else:
+                model.actuators.append(actuator)
+                r.mapped_actuators.append(index)
+            index += 1
+
+
+def _actuator(r, node, p, joints, index):
+    name = p.get("name") or f"actuator{index}"
+    if "_unsupported" in p:
+        r.note(node, f"<{p['_unsupported']}> actuators are not simulated")
+        return None
+    targets = [k for k in ("joint", "jointinparent", "tendon", "site", "body", "cranksite") if k in p]
+    if targets != ["joint"]:
+        r.note(node, f"actuator on a {targets[0] if targets else 'nothing'}: only joint transmissions are simulated")
+        return None
+    joint = joints.get(p["joint"])
+    if joint is None:
+        raise r.error(node, f"joint=\"{p['joint']}\": no joint of that name")
+    if joint.type not in ("revolute", "prismatic"):
+        r.note(node, f"actuator on a {joint.params.get('mjcf_type')} joint: not simulated")
+        return None
+    if p.get("gaintype", "fixed") != "fixed" or p.get("biastype", "none") not in ("none", "affine"):
+        r.note(node, f"gaintype {p.get('gaintype')} / biastype {p.get('biastype')}: not simulated")
+        return None
+    if p.get("dyntype", "none") != "none" or p.get("_timeconst"):
+        r.note(node, "activation dynamics (dyntype, timeconst) are not simulated: the control acts at once")
+    gear = r.floats(node, p, "gear", 6, [1.0], nmin=1)[0]
+    gain = r.floats(node, p, "gainprm", 10, [1.0], nmin=1)[0]
+    bias = np.zeros(3)
+    if p.get("biastype", "none") == "affine":
+        b = r.floats(node, p, "biasprm", 10, [0.0], nmin=1)
+        bias[:min(3, b.size)] = b[:3]
+    if p.get("_dampratio"):
+        r.note(node, "dampratio is not used (kv 0)")
+    lo, hi = -np.inf, np.inf
+    limited = p.get("ctrllimited", "auto")
+    if limited == "true" or (limited == "auto" and r.compiler.autolimits and "ctrlrange" in p):
+        lo, hi = r.floats(node, p, "ctrlrange", 2)
+        if not lo < hi:
+            raise r.error(node, f"ctrlrange=\"{p.get('ctrlrange')}\": expected lower < upper")
+    flimited = p.get("forcelimited", "auto")
+    if flimited == "true" or (flimited == "auto" and r.compiler.autolimits and "forcerange" in p):
+        flo, fhi = r.floats(node, p, "forcerange", 2)
+        if bias.any():
+            r.note(node, "forcerange on a servo is not applied")
+        elif gain > 0:      # a motor's force clamp is a control clamp
+            lo, hi = max(lo, flo / gain), min(hi, fhi / gain)
+    # the bias: -b1 gear^2 stiffness, -b2 gear^2 damping, b0 gear a constant force
+    k_servo, d_servo = -bias[1] * gear * gear, -bias[2] * gear * gear
+    if k_servo or bias[0]:
+        k = joint.stiffness[0] + k_servo
+        if k:
+            joint.rest_position[0] = (joint.stiffness[0] * joint.rest_position[0] + gear * bias[0]) / k
+        elif bias[0]:
+            r.note(node, "a constant bias force (biasprm[0]) without a stiffness is not simulated")
+        joint.stiffness[0] = k
+    joint.damping[0] += d_servo
+    return Actuator(name, "coordinate", gain=gear * gain, min_control=lo, max_control=hi, dof=joint.name)
+
+
+# -- sensors and cameras ---------------------------------------------------------------------
+def _sensors(r, root, model, tree):
+    wrench = {}              # site -> Sensor (a force and a torque on one site are one wrench sensor)
+    for section in root.each("sensor"):
+        for i, node in enumerate(section.children):
+            kind = _SITE_SENSORS.get(node.tag)
+            if kind is None:
+                r.note(node, f"<{node.tag}> sensor is not published")
+                continue
+            site = node.get("site")
+            if site not in tree.sites:
+                raise r.error(node, f"site=\"{site}\": expected the name of a <site>")
+            link, pose = tree.sites[site]
+            name = node.get("name") or f"{node.tag}_{site}"
+            if kind == "force":
+                if site in wrench:
+                    wrench[site].params[node.tag] = name
+                    continue
+                sensor = Sensor(name, "force", link, pose, params={node.tag: name})
+                wrench[site] = sensor
+            elif kind == "range":
+                cutoff = r.number(node, node.attrib, "cutoff", 0.0)
+                sensor = Sensor(name, "range", link, pose @ _FLIP_Z,
+                                params={"scanAngle": 0.0, "scanStep": 0.01,
+                                        "maxDistance": cutoff if cutoff > 0 else 10.0})
+            else:
+                sensor = Sensor(name, kind, link, pose)
+            model.sensors.append(sensor)
+
+
+def _cameras(r, model, tree):
+    for k, (node, a, link, pose) in enumerate(tree.cameras):
+        name = a.get("name") or f"camera{k}"
+        res = r.floats(node, a, "resolution", 2, [320, 240])
+        fovy = r.number(node, a, "fovy", 45.0) * np.pi / 180      # always degrees in MuJoCo
+        if a.get("mode", "fixed") != "fixed":
+            r.note(node, f"camera mode {a['mode']!r}: the camera stays fixed to its body")
+        # MuJoCo's camera looks along -z with y up, as an OpenHRP VisionSensor
+        model.sensors.append(Sensor(name, "camera", link, pose,
+                                    params={"width": int(res[0]), "height": int(res[1]), "fieldOfView": fovy}))
+
+
+# -- equality constraints -------------------------------------------------------------------
+def _equality(r, root, model, tree, joints, poses):
+    for section in root.each("equality"):
+        for node in section.children:
+            a = r.attrs(node, "equality", node.get("class", "main"))
+            if a.get("active", "true") == "false":
+                r.note(node, "inactive (active=\"false\"): left out")
+                continue
+            name = a.get("name") or f"equality{len(model.constraints) + len(model.couplers)}"
+            if node.tag in ("connect", "weld"):
+                _loop(r, node, a, name, model, tree, poses)
+            elif node.tag == "joint":
+                _joint_coupler(r, node, a, name, model, joints)
+            else:
+                r.note(node, f"<equality><{node.tag}> is not simulated")
+
+
+def _body_link(r, node, tree, name):
+    if name is None or name == "world":
+        return None
+    if name not in tree.body_link:
+        raise r.error(node, f"\"{name}\": expected the name of a <body>")
+    return tree.body_link[name]
+
+
+def _loop(r, node, a, name, model, tree, poses):
+    if "site1" in a:
+        s1, s2 = a.get("site1"), a.get("site2")
+        for s in (s1, s2):
+            if s not in tree.sites:
+                raise r.error(node, f"site \"{s}\": expected the name of a <site>")
+        (l1, P1), (l2, P2) = tree.sites[s1], tree.sites[s2]
+        W1, W2 = poses.get(l1, np.eye(4)) @ P1, poses.get(l2, np.eye(4)) @ P2
+        p1, p2 = P1[:3, 3], P2[:3, 3]
+    else:
+        if "body1" not in a:
+            raise r.error(node, "expected body1=\"...\" (or site1 and site2)")
+        l1, l2 = _body_link(r, node, tree, a["body1"]), _body_link(r, node, tree, a.get("body2"))
+        T1, T2 = poses.get(l1, np.eye(4)), poses.get(l2, np.eye(4))
+        if node.tag == "connect":
+            p1 = r.floats(node, a, "anchor", 3)
+        else:
+            p1 = r.floats(node, a, "anchor", 3, [0.0, 0.0, 0.0])
+            rel = r.floats(node, a, "relpose", 7, [0, 1, 0, 0, 0, 0, 0])
+            if np.any(rel[3:]):
+                r.note(node, "relpose is not used: the weld holds the bodies' relative pose at qpos0")
+        world = T1[:3, :3] @ p1 + T1[:3, 3]
+        p2 = inverse_transform(T2)[:3, :3] @ world + inverse_transform(T2)[:3, 3]
+    if l1 is None and l2 is None:
+        raise r.error(node, "both sides are the world")
+    if l1 is None:                  # the solver wants a link first
+        l1, l2, p1, p2 = l2, l1, p2, p1
+    model.constraints.append(LoopConstraint(name, "ball" if node.tag == "connect" else "weld", l1, l2,
+                                            pos1=p1, pos2=p2))
+
+
+def _joint_coupler(r, node, a, name, model, joints):
+    j1 = joints.get(a.get("joint1"))
+    if j1 is None:
+        raise r.error(node, f"joint1=\"{a.get('joint1')}\": expected the name of a <joint>")
+    c = r.floats(node, a, "polycoef", 5, [0, 1, 0, 0, 0], nmin=1)
+    if "joint2" not in a:
+        if c[0] != 0:
+            r.note(node, "a joint held at an offset from its reference is held at its initial position")
+        j1.locked = True
+        return
+    j2 = joints.get(a["joint2"])
+    if j2 is None:
+        raise r.error(node, f"joint2=\"{a['joint2']}\": expected the name of a <joint>")
+    if j1.type not in ("revolute", "prismatic") or j2.type not in ("revolute", "prismatic"):
+        r.note(node, "a joint equality between multi-DOF joints is not simulated")
+        return
+    # MuJoCo: q1 - ref1 = poly(q2 - ref2), the refs being qpos0
+    ref1, ref2 = float(j1.q0[0]), float(j2.q0[0])
+    coefs = c.copy()
+    coefs[0] += ref1
+    model.couplers.append(CoordinateCoupler(name, j1.name, j2.name,
+                                            Function(breaks=[ref2, np.inf], coefs=[coefs], extrapolate="extend")))
+
+
+def _poses_at_qpos0(model):
+    """{link: world pose} at the joints' q0 (MuJoCo's qpos0), from the joints' definitions."""
+    children = {}
+    for j in model.joints:
+        children.setdefault(j.parent, []).append(j)
+    out, stack = {}, [(None, np.eye(4))]
+    while stack:
+        parent, T = stack.pop()
+        for j in children.get(parent, []):
+            J = np.eye(4)
+            q = j.q0
+            if j.type == "revolute":
+                J[:3, :3] = axis_angle_to_matrix(j.axis, q[0])
+            elif j.type == "prismatic":
+                J[:3, 3] = j.axis * q[0]
+            elif j.type == "ball":
+                J[:3, :3] = quat_to_matrix(q)
+            elif j.type == "free":
+                J[:3, :3], J[:3, 3] = quat_to_matrix(q[3:]), q[:3]
+            X = T @ j.origin @ J @ inverse_transform(j.child_pose)
+            out[j.child] = X
+            stack.append((j.child, X))
+    return out
+
