@@ -155,10 +155,16 @@ class Panel:
             self.view.refresh()         # the state after the last step (skipped by the frame rate)
 
     def _sync_paused(self):
+        """The Play/Pause label and the joint sliders as the run is now. Called on a click and
+        again at PANEL_RATE, running or not: a click's update can race the view thread's and
+        lose, and the next one puts it right."""
         paused = bool(self.view.session.paused)
-        self.play.label = "Play" if paused else "Pause"
+        label = "Play" if paused else "Pause"
+        if self.play.label != label:
+            self.play.label = label
         for slider in self._joint_sliders.values():
-            slider.disabled = not paused
+            if slider.disabled != (not paused):
+                slider.disabled = not paused
 
     def _apply_show(self):
         self.view.scene.show(visual=self.show_visual.value, collision=self.show_collision.value,
@@ -231,6 +237,7 @@ class Panel:
             self.rtf_measured = (snap.t - self._last[0]) / (snap.wall - self._last[1])
         self._last = (snap.t, snap.wall)
         self._refresh_text(snap.t)
+        self._sync_paused()
         self._show_selected()
         self._update_plots(now)
         self._update_images(snap.readings)

@@ -108,7 +108,7 @@ def test_a_foxglove_client_gets_the_nodes_joint_states(node):
 def test_the_pages_pause_stops_clock_and_play_starts_it(node):
     """The page's Pause button: /clock (rclpy, this process) stops advancing (a whole second
     with no newer stamp); Play: it advances again."""
-    from browser import browser, button, dismiss_notifications, wait_for
+    from browser import browser, button, dismiss_notifications, press, wait_for
     probe = node["probe"]
     driver = browser()
     try:
@@ -116,7 +116,7 @@ def test_the_pages_pause_stops_clock_and_play_starts_it(node):
         driver.get(f"http://127.0.0.1:{node['view_port']}")
         wait_for(lambda: button(driver, "Pause"), "the panel's Pause button")
         dismiss_notifications(driver)
-        button(driver, "Pause").click()
+        press(driver, "Pause")
         wait_for(lambda: button(driver, "Play"), "the button to read Play")
         t_paused = None
         for _ in range(30):               # the last messages of the run may still be on their way
@@ -126,7 +126,7 @@ def test_the_pages_pause_stops_clock_and_play_starts_it(node):
                 t_paused = t
                 break
         assert t_paused is not None, f"/clock still advancing 30 s after Pause: {probe.sim_time()}"
-        button(driver, "Play").click()
+        press(driver, "Play")
         probe.wait("/clock to advance after Play", lambda: probe.sim_time() > t_paused + 0.1, 60.0,
                    proc=node["proc"])
     finally:

@@ -85,6 +85,26 @@ def button(driver, label):
     return found[0] if found else None
 
 
+def press(driver, label, timeout=120.0):
+    """Click the panel's button `label` as a user would: wait for it, and if something lies over
+    it (viser's notices come and go, the panel may still be laying itself out) close the notices
+    and try again; AssertionError naming what covered it after `timeout` s."""
+    from selenium.common.exceptions import ElementClickInterceptedException, StaleElementReferenceException
+    end = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < end:
+        found = button(driver, label)
+        if found is not None:
+            try:
+                found.click()
+                return
+            except (ElementClickInterceptedException, StaleElementReferenceException) as e:
+                last = e.msg.splitlines()[0] if e.msg else type(e).__name__
+                dismiss_notifications(driver)
+        time.sleep(0.3)
+    raise AssertionError(f"waited {timeout:g} s to press {label!r}: {last or 'no such button'}")
+
+
 def dismiss_notifications(driver):
     """Close viser's 'software WebGL' notice (it covers the scene's top-left corner)."""
     driver.execute_script("document.querySelectorAll('.mantine-Notification-closeButton, "
