@@ -60,3 +60,29 @@ def print_table(header, rows):
     print(line(["-" * w for w in widths]))
     for r in rows:
         print(line(r))
+
+
+def free_ros_domain(first=150, last=229, listen=2.0, tries=20):
+    """A ROS domain id in first..last that nobody on this machine uses: a random one on which a
+    throwaway rclpy node saw no other node for `listen` s. A bench that counts messages on a
+    domain another node shares counts that node's messages too."""
+    import random
+    import rclpy
+    for _ in range(tries):
+        domain = random.SystemRandom().randint(first, last)
+        context = rclpy.Context()
+        rclpy.init(context=context, domain_id=domain)
+        try:
+            node = rclpy.create_node("mbsim_bench_domain_check", context=context)
+            end = time.monotonic() + listen
+            others = []
+            while time.monotonic() < end and not others:
+                time.sleep(0.1)
+                others = [n for n, _ in node.get_node_names_and_namespaces() if n != node.get_name()]
+            node.destroy_node()
+        finally:
+            rclpy.shutdown(context=context)
+        if not others:
+            return domain
+        print(f"ROS domain {domain} is in use ({', '.join(sorted(others))}): trying another", file=sys.stderr)
+    raise SystemExit(f"no free ROS domain in {first}-{last} after {tries} tries")

@@ -7,7 +7,7 @@ a message).
     source /work/ros_env.sh   # (or a sourced ROS 2 with the interface packages)
     python bench/load.py [--seconds S] [--baseline B] [--subscribers N] [--no-slow] [--config YAML]
 
-Runs on a ROS domain of its own (random, 150-229). Prints, for B wall seconds of the node
+Runs on a ROS domain of its own (random, 150-229, checked unused). Prints, for B wall seconds of the node
 without subscribers and then S wall seconds with them (after every subscriber is in place):
 - the real-time factor seen from outside (simulated time of /clock over wall time) and the
   machine's 1-minute load average along;
@@ -20,7 +20,6 @@ without subscribers and then S wall seconds with them (after every subscriber is
 import argparse
 import json
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -28,6 +27,8 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+
+from common import free_ros_domain
 
 REPO = Path(__file__).resolve().parents[1]
 SUBSCRIBER = REPO / "bench" / "load_subscriber.py"
@@ -169,7 +170,7 @@ def main():
     ap.add_argument("--config", help="a sim_node config file (default: the bundled world's defaults at rtf 1, "
                                      "catch_up conservative)")
     args = ap.parse_args()
-    env = dict(os.environ, ROS_DOMAIN_ID=str(random.randint(150, 229)), PYTHONUNBUFFERED="1")
+    env = dict(os.environ, ROS_DOMAIN_ID=str(free_ros_domain()), PYTHONUNBUFFERED="1")
     env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     os.environ["ROS_DOMAIN_ID"] = env["ROS_DOMAIN_ID"]
     with tempfile.TemporaryDirectory() as tmp:

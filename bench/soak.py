@@ -31,7 +31,6 @@ import argparse
 import json
 import multiprocessing
 import os
-import random
 import subprocess
 import sys
 import tempfile
@@ -42,6 +41,8 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
+
+from common import free_ros_domain
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -213,7 +214,8 @@ def main():
     ap.add_argument("--deserialize-every", type=int, default=1, metavar="K",
                     help="rosbags deserializes every K-th message of each topic (and reads all of them)")
     args = ap.parse_args()
-    os.environ.setdefault("ROS_DOMAIN_ID", str(random.randint(150, 229)))
+    if "ROS_DOMAIN_ID" not in os.environ:
+        os.environ["ROS_DOMAIN_ID"] = str(free_ros_domain())
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     tmp = tempfile.TemporaryDirectory()
