@@ -10,6 +10,12 @@ Prints, for each configuration, the median over its rounds of
 and the view's own CPU per wall second: its thread (snapshots to scene messages) and viser's
 server thread (serializing and sending them), read with time.thread_time and /proc. The
 browser's own rendering runs in other processes and is reported beside (its CPU per second).
+
+The browser draws WebGL in software here (SwiftShader: most of a core), where a user's browser
+draws on a GPU or on another machine. By default it is therefore held to the last core and this
+process (physics, view, viser) to the others, in both configurations, so the comparison measures
+the view and not a software renderer competing for the simulation's core; --share-cores lets the
+browser run anywhere (the measure of a machine that also renders in software).
 """
 import argparse
 import os
@@ -38,6 +44,16 @@ def process_cpu(pids):
         except OSError:
             pass
     return total
+
+
+def pin(pids, cores):
+    """Every thread of `pids` onto `cores` (sched_setaffinity acts on one thread id)."""
+    for pid in pids:
+        try:
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                os.sched_setaffinity(int(tid), cores)
+        except OSError:
+            pass         # gone meanwhile
 
 
 def browser_pids(driver):
@@ -84,7 +100,13 @@ def main():
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--port", type=int, default=18765)
+    parser.add_argument("--share-cores", action="store_true",
+                        help="the browser on any core (default: on the last core, this process on the others)")
     args = parser.parse_args()
+    cores = sorted(os.sched_getaffinity(0))
+    split = None if args.share_cores or len(cores) < 2 else (set(cores[:-1]), {cores[-1]})
+    if split:
+        pin([os.getpid()], split[0])
     from browser import browser, wait_for
     from mbsim_ros.view.live import LiveView
 
@@ -94,7 +116,8 @@ def main():
         for with_view in (False, True):
             for rtf in (1.0, 0.0):
                 if with_view:
-                    r = run_with_browser(LiveView(port=args.port), rtf, args.seconds, browser, wait_for)
+                    r = run_with_browser(LiveView(port=args.port), rtf, args.seconds, browser, wait_for,
+                                         split and split[1])
                 else:
                     r = one_run(rtf, args.seconds)
                 results.setdefault((with_view, rtf), []).append(r)
@@ -102,8 +125,10 @@ def main():
                       + ", ".join(f"{k} {v:.4g}" for k, v in r.items()), flush=True)
     med = {k: {f: statistics.median(r[f] for r in v) for f in v[0]} for k, v in results.items()}
     load = os.getloadavg()[0]
+    where = (f"the browser on core {cores[-1]}, this process on {sorted(split[0])}" if split
+             else "the browser and this process on any core")
     print(f"\nmedian of {args.rounds} rounds of {args.seconds:g} s, machine load {load_before:.1f} before, "
-          f"{load:.1f} after ({os.cpu_count()} cores):")
+          f"{load:.1f} after ({os.cpu_count()} cores; {where}):")
     a, b = med[(False, 1.0)], med[(True, 1.0)]
     print(f"  rtf 1 lateness p50/p99/max ms: no view {a['p50']:.3f}/{a['p99']:.3f}/{a['max']:.2f}, "
           f"view + browser {b['p50']:.3f}/{b['p99']:.3f}/{b['max']:.2f}; achieved rtf {a['rtf']:.3f} vs {b['rtf']:.3f}")
@@ -115,8 +140,9 @@ def main():
           f"the browser (SwiftShader) {b['browser_cpu']:.2f} s")
 
 
-def run_with_browser(view, rtf, seconds, browser, wait_for):
-    """The run with `view` as its listener and a browser showing it, connected before it starts."""
+def run_with_browser(view, rtf, seconds, browser, wait_for, browser_cores=None):
+    """The run with `view` as its listener and a browser showing it, connected before it starts
+    (its processes held to browser_cores when given)."""
     from mbsim_ros.run import Session, load_config, load_world, build_simulation
     config = load_config(None, {"real_time_factor": rtf})
     with warnings.catch_warnings():
@@ -128,10 +154,14 @@ def run_with_browser(view, rtf, seconds, browser, wait_for):
     try:
         driver.get(view.url)
         wait_for(lambda: len(view.server.get_clients()) == 1, "the browser to connect")
+        if browser_cores:
+            pin(browser_pids(driver), browser_cores)
         time.sleep(5.0)             # the page built and drawing
         server_thread = view.server._websock_server._server_thread.native_id
         cpu0 = (view.cpu_seconds, thread_cpu(server_thread))
         chrome = browser_pids(driver)
+        if browser_cores:
+            pin(chrome, browser_cores)      # (and any it started meanwhile)
         b0, w0 = process_cpu(chrome), time.monotonic()
         stats = session.run(seconds)
         wall = time.monotonic() - w0
