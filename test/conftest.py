@@ -2,6 +2,7 @@
 the ROS 2 environment (real rclpy from the PyPI wheels, our interface packages) for this process
 and for every process a test starts (`subprocess_env`)."""
 import os
+import threading
 import socket
 import pathlib
 import random
@@ -121,3 +122,34 @@ SLOW_FILES = ("test_warmup.py", "test_live_browser.py", "test_node_view.py", "te
 def pytest_collection_modifyitems(items):
     rank = {name: k for k, name in enumerate(SLOW_FILES)}
     items.sort(key=lambda item: rank.get(item.path.name, len(SLOW_FILES)))
+
+
+# Python source for a child process: `compiled` lists the qualified name of every function numba
+# compiles in it from here on (numba's compile events).
+COUNT_COMPILES = """
+from numba.core import event
+compiled = []
+class Count(event.Listener):
+    def on_start(self, ev):
+        compiled.append(ev.data["dispatcher"].py_func.__qualname__)
+    def on_end(self, ev):
+        pass
+event.register("numba:compile", Count())
+"""
+
+
+class PipeText:
+    """Everything written to a pipe, read on a thread as it comes (so the pipe never fills; raw
+    reads: tqdm ends its updates with \\r, not a newline)."""
+
+    def __init__(self, pipe):
+        self.text = ""
+        self.thread = threading.Thread(target=self._read, args=(pipe,), daemon=True)
+        self.thread.start()
+
+    def _read(self, pipe):
+        while True:
+            chunk = os.read(pipe.fileno(), 4096)
+            if not chunk:
+                return
+            self.text += chunk.decode(errors="replace")

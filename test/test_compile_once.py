@@ -15,22 +15,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import lower_priority
+from conftest import COUNT_COMPILES, lower_priority
 from mbsim_ros._kernel_cache import cache_root
 
 REPO = Path(__file__).resolve().parent.parent
 
 COUNTING = """
 import json, sys
-from numba.core import event
-compiled = []
-class Count(event.Listener):
-    def on_start(self, ev):
-        compiled.append(ev.data["dispatcher"].py_func.__qualname__)
-    def on_end(self, ev):
-        pass
-event.register("numba:compile", Count())
-import numpy as np
+""" + COUNT_COMPILES + """import numpy as np
 import mbsim_ros as mb
 from mbsim_ros.model import Joint, Link, Model
 model = Model("pendulum")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import warmup_groups
-from conftest import lower_priority, subprocess_env
+from conftest import COUNT_COMPILES, lower_priority, subprocess_env
 from mbsim_ros import warmup
 from mbsim_ros.warmup import Group, warm_up_everything
 
@@ -64,15 +64,7 @@ def test_a_group_that_fails_is_named(tmp_path, monkeypatch):
 
 COUNT_AND_RUN = """
 import sys
-from numba.core import event
-compiled = []
-class Count(event.Listener):
-    def on_start(self, ev):
-        compiled.append(ev.data["dispatcher"].py_func.__qualname__)
-    def on_end(self, ev):
-        pass
-event.register("numba:compile", Count())
-from mbsim_ros.cli import main
+""" + COUNT_COMPILES + """from mbsim_ros.cli import main
 status = main(["run", "--duration", "0.01", "--transport", "none", "--quiet"])
 print("COMPILED", ",".join(compiled))
 sys.exit(status)

@@ -3,20 +3,18 @@
 and mcap_ros2's decoder (which reads the advertised schema text as Foxglove does) as the
 independent readers of what arrives."""
 import json
-import os
 import re
 import signal
 import socket
 import struct
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import subprocess_env
+from conftest import PipeText, subprocess_env
 
 pytest.importorskip("websockets")
 from websockets.sync.client import connect  # noqa: E402
@@ -264,20 +262,6 @@ def test_foxglove_options_without_the_transport_are_refused(capsys):
 
 # -- end to end: `mbsim run --transport foxglove --bag` in a second process ---------------------
 
-class _Output:
-    def __init__(self, pipe):
-        self.text = ""
-        self.thread = threading.Thread(target=self._read, args=(pipe,), daemon=True)
-        self.thread.start()
-
-    def _read(self, pipe):
-        while True:
-            chunk = os.read(pipe.fileno(), 4096)
-            if not chunk:
-                return
-            self.text += chunk.decode(errors="replace")
-
-
 @pytest.mark.parametrize("subprotocol", SUBPROTOCOLS)
 def test_mbsim_run_serves_joint_states_and_camera_images_to_a_foxglove_client(tmp_path, subprotocol):
     from rosbags.rosbag2 import Reader
@@ -286,7 +270,7 @@ def test_mbsim_run_serves_joint_states_and_camera_images_to_a_foxglove_client(tm
                              "--quiet", "--transport", "foxglove", "--foxglove-port", "0", "--bag", str(bag)],
                             cwd=REPO, env=subprocess_env(PYTHONPATH=REPO, PYTHONUNBUFFERED=1),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    out, err = _Output(proc.stdout), _Output(proc.stderr)
+    out, err = PipeText(proc.stdout), PipeText(proc.stderr)
     c = None
     try:
         deadline = time.monotonic() + STARTUP

@@ -1,38 +1,26 @@
 """`mbsim run` stopped by SIGINT (Ctrl-C) or SIGTERM (systemctl stop, ros2 launch) in the middle
 of a paced run: status 0, no traceback, the bag closed and complete (rosbags, not our code,
 reads back every message its metadata counts), as the sim_node (test_node.py)."""
-import os
 import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
-from conftest import subprocess_env
+from conftest import PipeText, subprocess_env
 
 REPO = Path(__file__).resolve().parents[2]
 STARTUP = 900.0      # s: a cold numba cache compiles the kernels for minutes on a shared machine
 STEPPED = 0.3        # s of simulated time before the signal: the run is stepping and publishing
 
 
-class Stderr:
-    """Everything the process writes to stderr, read on a thread (tqdm's progress ends its
-    updates with \\r, not a newline, so lines are not the unit)."""
+class Stderr(PipeText):
+    """Everything the process writes to stderr, as it comes."""
 
     def __init__(self, proc):
-        self.text = ""
-        self.thread = threading.Thread(target=self._read, args=(proc.stderr,), daemon=True)
-        self.thread.start()
-
-    def _read(self, pipe):
-        while True:
-            chunk = os.read(pipe.fileno(), 4096)
-            if not chunk:
-                return
-            self.text += chunk.decode(errors="replace")
+        super().__init__(proc.stderr)
 
     def sim_time(self):
         """The latest simulated time the progress bar shows (-1 before the first)."""

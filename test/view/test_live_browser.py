@@ -9,10 +9,9 @@ import time
 
 import numpy as np
 import pytest
-from conftest import free_port
 
 sys.path.insert(0, os.path.dirname(__file__))
-from browser import (PANEL, button, canvas_size, dismiss_notifications, missing, screenshot,  # noqa: E402
+from browser import (PANEL, button, canvas_size, dismiss_notifications, missing, press, screenshot,  # noqa: E402
                      wait_for)
 
 pytestmark = pytest.mark.skipif(missing() is not None, reason=str(missing()))
@@ -20,15 +19,10 @@ pytestmark = pytest.mark.skipif(missing() is not None, reason=str(missing()))
 
 @pytest.fixture(scope="module")
 def live():
-    from mbsim_ros.run import Session, load_config, load_world, build_simulation
-    from mbsim_ros.view.live import LiveView
     from browser import browser
-    config = load_config(None, {"real_time_factor": 1.0})
-    models, _ = load_world(config)
-    sim = build_simulation(models, config)
-    view = LiveView(port=free_port())
-    session = Session(sim, config, listeners=[view])
-    session.pause()
+    from bundled import session_with_view
+    session, view, models = session_with_view()
+    sim = session.sim
     session.start()
     driver = browser()
     driver.get(view.url)
@@ -108,12 +102,12 @@ def test_robot_is_drawn_where_the_project_renderer_draws_it(live):
 
 def test_play_and_pause_buttons_start_and_stop_sim_time(live):
     sim, session, driver = live["sim"], live["session"], live["driver"]
-    button(driver, "Play").click()
+    press(driver, "Play")
     wait_for(lambda: not session.paused, "Play to resume the run")
     t0 = sim.t
     wait_for(lambda: sim.t > t0 + 0.05, "simulation time to advance")
     wait_for(lambda: button(driver, "Pause"), "the button to read Pause")
-    button(driver, "Pause").click()
+    press(driver, "Pause")
     wait_for(lambda: session.paused, "Pause to pause the run")
     session.pause(wait=True)   # (already paused: waits until the loop has parked)
     t1 = sim.t
@@ -174,7 +168,7 @@ def test_push_button_moves_the_pushed_link(live):
              if e.get_attribute("value") == "100" and e.is_displayed()]
     force[0].clear()
     force[0].send_keys("300\n")
-    button(driver, "Push").click()
+    press(driver, "Push")
     wait_for(lambda: session._wrenches, "the push to reach the session")
     assert session._wrenches[0][1] == "WAIST" and session._wrenches[0][2][1] == 300.0
     session.step(300, wait=True)

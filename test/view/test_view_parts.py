@@ -197,17 +197,8 @@ def test_a_client_that_never_reads_holds_a_bounded_backlog():
 def paused_session():
     """A run.Session of the bundled world with a LiveView, paused and not running (controls run
     here and now), the view's thread stopped so the test pushes the frames itself."""
-    from mbsim_ros.run import Session, load_config, load_world, build_simulation
-    from mbsim_ros.view.live import LiveView
-    config = load_config(None, {"real_time_factor": 1.0})
-    models, _ = load_world(config)
-    sim = build_simulation(models, config)
-    view = LiveView(port=free_port())
-    session = Session(sim, config, listeners=[view])
-    session.pause()
-    view._stop.set()
-    view._wake.set()
-    view._thread.join()
+    from bundled import session_with_view
+    session, view, _ = session_with_view(view_thread=False)
     yield session, view
     session.close()
 

@@ -11,7 +11,6 @@ import threading
 
 import numpy as np
 import pytest
-from conftest import free_port
 
 from mbsim_ros.view.scene import FORCE_SCALE
 
@@ -23,17 +22,8 @@ STANDING_STEPS = 300        # 0.3 s: SR1 settled on its soles, every sensor has 
 def standing():
     """A run.Session of the bundled world with a LiveView, paused and not running, after
     STANDING_STEPS steps; the view's thread stopped (show() pushes a frame)."""
-    from mbsim_ros.run import Session, build_simulation, load_config, load_world
-    from mbsim_ros.view.live import LiveView
-    config = load_config(None, {"real_time_factor": 1.0})
-    models, _ = load_world(config)
-    sim = build_simulation(models, config)
-    view = LiveView(port=free_port())
-    session = Session(sim, config, listeners=[view])
-    session.pause()
-    view._stop.set()
-    view._wake.set()
-    view._thread.join()
+    from bundled import session_with_view
+    session, view, _ = session_with_view(view_thread=False)
     session.step(STANDING_STEPS)
     session.drain()             # the cameras' and range sensor's frames of these steps rendered
     show(view)
