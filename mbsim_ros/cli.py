@@ -146,25 +146,29 @@ def _run(args, config, view):
             shutil.rmtree(args.bag, ignore_errors=True)     # created above by this run, still empty
         raise
     rtf = config.real_time_factor
-    print(f"simulating {', '.join(m.name for m in models)}: {sim.nv} DOF, {len(sim.devices)} sensors, "
-          f"dt = {sim.dt:g} s, contact {sim.contact}, "
-          f"{f'{duration:g} s ({steps} steps)' if duration is not None else 'until stopped'} at real-time factor {rtf:g}"
-          f"{'' if config.paced else ' (as fast as possible)'}; {live}"
-          f"{', recorded to ' + args.bag if args.bag else ''}")
-    bar = tqdm(total=steps if duration is not None else None, unit="step", disable=args.quiet, mininterval=0.5)
-    bars.append(bar)
-    slows.append(SlowRunHint(rtf, bar))
-    hil = bridge.hil
-    hil_status = []
     # SIGINT / SIGTERM: the run ends at the next step, then all below as at its end (the bag
-    # closed and complete, the summary, status 0), as the sim_node does
+    # closed and complete, the summary, status 0), as the sim_node does. Caught before the
+    # "simulating" line, which tells a supervisor the run is on (a stop before run() starts makes
+    # it return at once).
     stopped = []
     restore_signals = catch_stop_signals(lambda signum: (stopped.append(signum), session.stop()))
+    bar = None
+    hil_status = []
     try:
+        print(f"simulating {', '.join(m.name for m in models)}: {sim.nv} DOF, {len(sim.devices)} sensors, "
+              f"dt = {sim.dt:g} s, contact {sim.contact}, "
+              f"{f'{duration:g} s ({steps} steps)' if duration is not None else 'until stopped'} at real-time factor {rtf:g}"
+              f"{'' if config.paced else ' (as fast as possible)'}; {live}"
+              f"{', recorded to ' + args.bag if args.bag else ''}")
+        bar = tqdm(total=steps if duration is not None else None, unit="step", disable=args.quiet, mininterval=0.5)
+        bars.append(bar)
+        slows.append(SlowRunHint(rtf, bar))
+        hil = bridge.hil
         stats = session.run(duration)
         hil_status = hil.statuses() if hil is not None else []     # as the run ended, before the ports close
     finally:
-        bar.close()
+        if bar is not None:
+            bar.close()
         session.close()
         restore_signals()
     if stopped:
