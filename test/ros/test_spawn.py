@@ -61,14 +61,18 @@ def test_spawn_adds_a_robots_topics_frames_and_description_and_delete_takes_them
         tf_robot2 = [t for m in cap.got["/tf"][-5:] for t in m.transforms if t.child_frame_id == "robot2/WAIST"]
         assert tf_robot2 and tf_robot2[-1].transform.translation.x == pytest.approx(1.5, abs=0.01)
         assert cap.got["/SR1/robot2/WaistGyro"], "the spawned robot's gyro publishes"
-        n_gyro = len(cap.got["/SR1/robot2/WaistGyro"])
         runner.resume()
         session.delete("robot2")
+        runner.pause(wait=True, timeout=30)
+        session.drain()             # the messages of the steps before the delete delivered
+        n_gyro = len(cap.got["/SR1/robot2/WaistGyro"])
         t_delete = sim.t
+        runner.resume()
         wait_until(lambda: sim.t >= t_delete + 0.05, runner)
         runner.pause(wait=True, timeout=30)
+        session.drain()
         assert set(cap._publishers) == before
-        assert len(cap.got["/SR1/robot2/WaistGyro"]) == n_gyro
+        assert len(cap.got["/SR1/robot2/WaistGyro"]) == n_gyro, "the deleted robot's gyro still publishes"
         assert "robot2/RLEG_KNEE" not in cap.got["/SR1/joint_states"][-1].name
         assert sim.model_names == ["SR1", "floor"]
         with pytest.raises(KeyError, match="no entity named 'robot2'"):
