@@ -79,9 +79,10 @@ def wait_for(condition, what, timeout=120.0, every=0.2):
 
 
 def button(driver, label):
-    """The panel's button whose text is `label`."""
+    """The panel's button whose text is `label`: one query (asking each of the panel's buttons
+    for its text is a round trip each, seconds apiece while SwiftShader keeps the page busy)."""
     from selenium.webdriver.common.by import By
-    found = [b for b in driver.find_elements(By.TAG_NAME, "button") if b.text.strip() == label]
+    found = driver.find_elements(By.XPATH, f"//button[normalize-space(.)='{label}']")
     return found[0] if found else None
 
 
