@@ -287,12 +287,19 @@ class BagTransport(Transport):
             if self.failure is None:
                 self._writer.close()
         except OSError as e:       # a full disk: keep what is complete
+            self._close_spill()
             self._salvage(self.failure or e, told)
             return
+        self._close_spill()
         if self.failure is not None:
             self._salvage(self.failure, told)
             return
         self._set_distro()
+
+    def _close_spill(self):
+        chunks = getattr(self._storage, "chunks", None)
+        if hasattr(chunks, "close"):
+            chunks.close()          # the chunk indexes' temporary file (in the summary now)
 
     def _salvage(self, cause, told):
         """After a failed write: the file cut after its last complete chunk, its summary and

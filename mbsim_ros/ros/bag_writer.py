@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import collections
 import io
+import struct
+import tempfile
 import threading
 import time
 
@@ -25,6 +27,49 @@ _QUEUED = 64                                  # chunks waiting for the writer th
 # close() wakes it at once.
 _POLL = 0.1
 _HELD_BACK = 0.004   # s between looks at a full queue (the disk behind) before the next put
+
+
+class SpilledRecords:
+    """The chunk indexes of the summary kept in an unlinked temporary file beside the bag until
+    close, in place of rosbags' list of them (McapWriter.chunks): a ChunkIndex record (~300 bytes
+    with its BytesIO) per chunk in memory grew the RSS ~40 MB an hour of recording. What rosbags
+    asks of that list: append (a BytesIO), len, and iteration, in order, of records it writes
+    with write_record (tell() = its length, getbuffer())."""
+    _LENGTH = struct.Struct("<I")
+
+    def __init__(self, directory):
+        self._file = tempfile.TemporaryFile(dir=directory, prefix=".chunk-indexes-")
+        self._count = 0
+
+    def append(self, record):
+        data = record.getbuffer()[:record.tell()] if isinstance(record, io.BytesIO) else memoryview(record)
+        self._file.write(self._LENGTH.pack(len(data)))
+        self._file.write(data)
+        self._count += 1
+
+    def __len__(self):
+        return self._count
+
+    def __iter__(self):
+        f = self._file
+        f.flush()
+        f.seek(0)
+        try:
+            for _ in range(self._count):
+                data = f.read(self._LENGTH.unpack(f.read(self._LENGTH.size))[0])
+                record = io.BytesIO()
+                record.write(data)
+                yield record
+        finally:
+            f.seek(0, io.SEEK_END)
+
+    def clear(self):
+        self._file.seek(0)
+        self._file.truncate()
+        self._count = 0
+
+    def close(self):
+        self._file.close()
 
 
 class ChunkWriter:
@@ -61,6 +106,7 @@ class ChunkWriter:
 
     def __init__(self, storage, storage_writer, path, free, raising=True):
         self.storage = storage
+        storage.chunks = SpilledRecords(path)    # (empty until the first chunk: rosbags' list is)
         self.storage_writer = storage_writer     # rosbags' Writer (its per-channel counts)
         self.path = path
         self.free = free             # where a chunk's lane buffer goes once the chunk is written
