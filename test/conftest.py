@@ -3,6 +3,7 @@ the ROS 2 environment (real rclpy from the PyPI wheels, our interface packages) 
 and for every process a test starts (`subprocess_env`)."""
 import os
 import threading
+import time
 import socket
 import pathlib
 import random
@@ -153,3 +154,17 @@ class PipeText:
             if not chunk:
                 return
             self.text += chunk.decode(errors="replace")
+
+
+def fetch_page(url, proc, timeout):
+    """The page at `url` once the process `proc` serves it (its server may come up after the
+    process starts); AssertionError if proc ends or `timeout` s pass first."""
+    import urllib.request
+    end = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=10) as r:
+                return r.read().decode()
+        except OSError:
+            assert time.monotonic() < end and proc.poll() is None, f"{url}: no page (process status {proc.poll()})"
+            time.sleep(0.5)

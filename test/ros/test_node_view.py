@@ -10,15 +10,14 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 
 import pytest
-from conftest import free_port, ROS_MISSING
+from conftest import fetch_page, free_port, ROS_MISSING
 
 if ROS_MISSING:
     pytest.skip(ROS_MISSING, allow_module_level=True)
 from rclpy.qos import QoSProfile, ReliabilityPolicy  # noqa: E402
-from rclpy_probe import REPO, Output, Probe, child_env  # noqa: E402
+from rclpy_probe import REPO, Output, Probe, child_env, stop_node  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "view"))
 from browser import missing as browser_missing  # noqa: E402
@@ -42,15 +41,10 @@ def node():
     proc = start("view:=true", f"view_port:={view_port}", "foxglove:=true", f"foxglove_port:={foxglove_port}")
     out = Output(proc)
     try:
-        end = time.monotonic() + 600
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{view_port}", timeout=10) as r:
-                    page = r.read().decode()
-                break
-            except OSError:
-                assert time.monotonic() < end and proc.poll() is None, out.text[-3000:]
-                time.sleep(0.5)
+        try:
+            page = fetch_page(f"http://127.0.0.1:{view_port}", proc, 600)
+        except AssertionError as e:
+            raise AssertionError(f"{e}\n{out.text[-3000:]}") from None
         # both servers listen before the world loads: the run is on once /clock comes
         probe = Probe("view_clock_probe")
         try:
@@ -63,13 +57,7 @@ def node():
         finally:
             probe.close()
     finally:
-        proc.send_signal(2)
-        try:
-            proc.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        out.thread.join(5)
+        stop_node(proc, out, timeout=120)
 
 
 def test_the_node_serves_the_view_and_foxglove_when_asked(node):

@@ -4,10 +4,8 @@ import os
 import socket
 import subprocess
 import sys
-import time
-import urllib.request
 
-from conftest import free_port
+from conftest import fetch_page, free_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -48,15 +46,7 @@ def test_the_run_serves_the_page_at_the_url_it_prints():
         first = p.stdout.readline()
         assert first.strip() == f"view: http://127.0.0.1:{port} (open it in a browser)"
         assert p.stdout.readline().startswith("simulating ")     # running (SIGTERM is caught from here)
-        end = time.monotonic() + 300
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}", timeout=10) as r:
-                    page = r.read().decode()
-                break
-            except OSError:
-                assert time.monotonic() < end and p.poll() is None, "the page never came"
-                time.sleep(0.5)
+        page = fetch_page(f"http://127.0.0.1:{port}", p, 300)
         assert "<html" in page.lower() and "viser" in page.lower()
     finally:
         p.terminate()
