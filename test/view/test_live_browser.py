@@ -44,7 +44,11 @@ def _robot_mask(live):
     robot = set(view.scene.link_names[:len(live["models"][0].joints)])    # the first model's links
     sr1 = [node for node in view.scene.shape_nodes() if "/visual/" in node.name
            and view.scene.node_link[node.name] in robot]
-    for _ in range(6):          # the first screenshots may come before the scene is drawn
+    def differ(a, b):
+        return np.abs(a.astype(int) - b.astype(int)).sum(axis=2) > 40
+
+    for _ in range(10):         # the first screenshots may come before the scene is drawn
+        dismiss_notifications(driver)
         shown = screenshot(driver)
         for node in sr1:
             node.visible = False
@@ -52,11 +56,16 @@ def _robot_mask(live):
         hidden = screenshot(driver)
         for node in sr1:
             node.visible = True
-        mask = np.abs(shown.astype(int) - hidden.astype(int)).sum(axis=2) > 40
-        if mask.sum() > 2000:
+        time.sleep(1.0)
+        again = screenshot(driver)
+        mask = differ(shown, hidden)
+        # the robot's pixels are the difference only on a page that is otherwise steady (the run
+        # is paused): a notice or a scene still loading between the shots changes other pixels
+        if mask.sum() > 2000 and differ(shown, again)[:, :-PANEL].sum() < 200:      # (the panel's text may tick)
             return shown, mask
         time.sleep(2.0)
-    raise AssertionError(f"the robot's pixels never showed: {mask.sum()} pixels differ with it hidden")
+    raise AssertionError(f"the robot's pixels never showed on a steady page: {mask.sum()} pixels differ with it "
+                         f"hidden, {differ(shown, again)[:, :-PANEL].sum()} left of the panel between two shots with it shown")
 
 
 def _bbox(mask):
