@@ -164,7 +164,9 @@ def test_a_vanishing_pty_and_a_silent_driver_topic(tmp_path):
             dev.vanish()
         down_at, message = wait_level(probe, f"mbsim: device {GYRO}", 2, unplugged, "the gyro down")
         assert "the simulation" in message, message
-        assert down_at - lost_at <= 1 / DIAGNOSTICS_RATE + 0.02, (down_at, lost_at)
+        # down on the first diagnostics after the vanish; lost_at is the probe's clock, which lags
+        # the node's by the delivery of /clock (/clock at 100 Hz here), so it may be the one after
+        assert down_at - lost_at <= 2 / DIAGNOSTICS_RATE + 0.02, (down_at, lost_at)
         clock_before = probe.node_time()
         time.sleep(1.5)                                 # reconnect attempts with backoff meanwhile
         assert probe.node_time() > clock_before + 0.5, "the simulation stood still while the device was away"
