@@ -169,11 +169,15 @@ def test_a_vanishing_pty_and_a_silent_driver_topic(tmp_path):
         assert down_at - lost_at <= 2 / DIAGNOSTICS_RATE + 0.02, (down_at, lost_at)
         clock_before = probe.node_time()
         time.sleep(1.5)                                 # reconnect attempts with backoff meanwhile
-        assert probe.node_time() > clock_before + 0.5, "the simulation stood still while the device was away"
-        real = probe.messages(f"{NS}/{GYRO}", unplugged + 0.5)
-        sim = {stamp_of(x): vector(x) for x in probe.messages(f"{NS}/{GYRO}/sim", unplugged + 0.5)}
-        common = [x for x in real if stamp_of(x) in sim]
-        assert len(common) >= 5
+
+        def both():
+            """(the gyro topic's messages, {stamp: the /sim topic's reading}) since the unplug."""
+            sim = {stamp_of(x): vector(x) for x in probe.messages(f"{NS}/{GYRO}/sim", unplugged + 0.5)}
+            return [x for x in probe.messages(f"{NS}/{GYRO}", unplugged + 0.5) if stamp_of(x) in sim], sim
+        # (both topics are best effort: on a busy machine this Python probe misses some)
+        probe.wait("the simulation going on, five readings on both topics while the device is away",
+                   lambda: probe.node_time() > clock_before + 0.5 and len(both()[0]) >= 5, 30, proc)
+        common, sim = both()
         assert all(np.array_equal(vector(x), sim[stamp_of(x)]) for x in common)
         # plugged back at the same path: reopened (backoff at most 2 s), its readings back
         with lock:
