@@ -170,15 +170,23 @@ def test_a_vanishing_pty_and_a_silent_driver_topic(tmp_path):
         clock_before = probe.node_time()
         time.sleep(1.5)                                 # reconnect attempts with backoff meanwhile
 
+        # the last sample before the unplug stays fresh for MAX_AGE of simulated time after it
+        # arrived (before down_at): readings stamped later carry the simulation. Chosen by their
+        # stamps, not by when this probe took them (a busy probe takes messages late).
+        away = down_at + MAX_AGE
+
         def both():
-            """(the gyro topic's messages, {stamp: the /sim topic's reading}) since the unplug."""
-            sim = {stamp_of(x): vector(x) for x in probe.messages(f"{NS}/{GYRO}/sim", unplugged + 0.5)}
-            return [x for x in probe.messages(f"{NS}/{GYRO}", unplugged + 0.5) if stamp_of(x) in sim], sim
+            """(the gyro topic's messages, {stamp: the /sim topic's reading}) stamped while away."""
+            sim = {stamp_of(x): vector(x) for x in probe.messages(f"{NS}/{GYRO}/sim", unplugged)
+                   if stamp_of(x) > away}
+            return [x for x in probe.messages(f"{NS}/{GYRO}", unplugged) if stamp_of(x) in sim], sim
         # (both topics are best effort: on a busy machine this Python probe misses some)
         probe.wait("the simulation going on, five readings on both topics while the device is away",
                    lambda: probe.node_time() > clock_before + 0.5 and len(both()[0]) >= 5, 30, proc)
         common, sim = both()
-        assert all(np.array_equal(vector(x), sim[stamp_of(x)]) for x in common)
+        differ = [(stamp_of(x), vector(x), sim[stamp_of(x)]) for x in common
+                  if not np.array_equal(vector(x), sim[stamp_of(x)])]
+        assert not differ, (away, differ[:3])
         # plugged back at the same path: reopened (backoff at most 2 s), its readings back
         with lock:
             dev.open()
