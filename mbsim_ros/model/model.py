@@ -87,6 +87,8 @@ class Shape:
     Contact material (collision shapes): Coulomb `friction` (a pair uses the smaller of its
     two) and `restitution` (a pair uses the product), DART's defaults. `laser_retro`: the
     intensity a range sensor's ray reads where it hits this shape (SDFormat's <laser_retro>).
+    `contype`, `conaffinity`: MuJoCo's collision bits; two shapes may meet only when one's contype
+    shares a bit with the other's conaffinity (the defaults, 1 and 1, let every pair through).
     """
     kind: str
     pose: np.ndarray = field(default_factory=lambda: np.eye(4))
@@ -102,6 +104,8 @@ class Shape:
     friction: float = 1.0
     restitution: float = 0.0
     laser_retro: float = 0.0
+    contype: int = 1
+    conaffinity: int = 1
 
     def __post_init__(self):
         if self.kind not in SHAPE_KINDS:
@@ -379,6 +383,11 @@ class Model:
         # ("joint", "knee_r", "CustomJoint -> custom"), ("force", "soleus_r", "Millard2012EquilibriumMuscle: not simulated")
         self.report: list = []
         self.self_collision = False           # whether this model's moving links collide with each other
+        # whether a moving link meets the world-welded link its joint hangs from: MuJoCo's
+        # filterparent keeps parent and child apart except when the parent is welded to the world
+        self.parent_at_world_collides = False
+        self.collision_excludes: list = []    # (link name, link name): never in contact (MJCF <exclude>)
+        self.collision_pairs: list = []       # (Shape, Shape) of its links: always tested (MJCF <pair>)
         self.contact_method: Optional[str] = None   # "lcp" or "penalty" when the file asks for one
         self.source: Optional[str] = None     # the file it was loaded from
         self.warnings: list[str] = []

@@ -139,6 +139,7 @@ def renamed(model, names: WorldNames, entity: str):
         f.link = link[f.link]
     for s in out.sensors:
         s.name, s.link = sensor[s.name], link[s.link]
+    out.collision_excludes = [(link[a], link[b]) for a, b in out.collision_excludes]
     for c in out.constraints:
         c.link1 = None if c.link1 is None else link[c.link1]
         c.link2 = None if c.link2 is None else link[c.link2]

@@ -107,8 +107,9 @@ def _pair_allowed(ka, kb, ma, mb, links, group, parent_group, base, body, models
         return False                      # both welded to the world
     if group[ka] == group[kb]:
         return False                      # one rigid body (fixed joints)
-    if parent_group[ka] == group[kb] or parent_group[kb] == group[ka]:
-        return False                      # a link and its parent touch at their joint
+    for child, parent, m in ((ka, kb, ma), (kb, ka, mb)):
+        if parent_group[child] == group[parent] and not (group[parent] < 0 and models[m].parent_at_world_collides):
+            return False                  # a link and its parent touch at their joint
     if ma == mb and not models[ma].self_collision:
         if body[ka] >= 0 and body[kb] >= 0:
             return False                  # two moving links of one model
@@ -116,6 +117,23 @@ def _pair_allowed(ka, kb, ma, mb, links, group, parent_group, base, body, models
             return False                  # a moving link and the fixed base it hangs from
     la, lb = links[ka], links[kb]
     return bool((la.collision_mask >> lb.collision_family) & 1 and (lb.collision_mask >> la.collision_family) & 1)
+
+
+def _shapes_allowed(a, b):
+    """MuJoCo's bit test: one shape's contype shares a bit with the other's conaffinity."""
+    return bool(a.contype & b.conaffinity or b.contype & a.conaffinity)
+
+
+def _excluded_and_explicit(models, compiled):
+    """({frozenset of two compiled links} never in contact, {frozenset of two Shape ids} always
+    tested): every model's collision_excludes and collision_pairs."""
+    excluded, explicit = set(), set()
+    for mi, model in enumerate(models):
+        for a, b in model.collision_excludes:
+            excluded.add(frozenset((compiled.link_index(mi, a), compiled.link_index(mi, b))))
+        for a, b in model.collision_pairs:
+            explicit.add(frozenset((id(a), id(b))))
+    return excluded, explicit
 
 
 def compile_geoms(models, compiled, capacity=None) -> GeomSet:
@@ -140,13 +158,18 @@ def compile_geoms(models, compiled, capacity=None) -> GeomSet:
     verts = [gm[6] for gm in geoms if gm[6] is not None]
     nverts = sum(len(v) for v in verts)
     ng = len(geoms)
+    excluded, explicit = _excluded_and_explicit(models, compiled)
     pairs = []
     for i in range(ng):
         for j in range(i + 1, ng):
             ki, kj = geoms[i][0], geoms[j][0]
+            si, sj = geoms[i][1], geoms[j][1]
             if geoms[i][3] == PLANE and geoms[j][3] == PLANE:
                 continue
-            if _pair_allowed(ki, kj, model_of[ki], model_of[kj], links, group, parent_group, base, body, models):
+            if explicit and frozenset((id(si), id(sj))) in explicit:
+                pairs.append((i, j))
+            elif (_shapes_allowed(si, sj) and frozenset((ki, kj)) not in excluded
+                  and _pair_allowed(ki, kj, model_of[ki], model_of[kj], links, group, parent_group, base, body, models)):
                 pairs.append((i, j))
     npair = len(pairs)
     if capacity is None:

@@ -73,6 +73,10 @@ def _load(r, text, keyframe):
     model = Model(root.get("model") or os.path.splitext(os.path.basename(r.path))[0],
                   gravity=_gravity(r, root))
     model.source = r.path
+    # MuJoCo's collision filters: bodies of one model meet, except a body and its parent
+    # (unless the parent is welded to the world), geoms passing the contype/conaffinity test
+    model.self_collision = True
+    model.parent_at_world_collides = True
     model.settings = {"time_step": _timestep(r, root)}
     meshes = read_meshes(r, root)
     tree = read_worldbody(r, root, model, meshes)
@@ -96,6 +100,8 @@ def _gravity(r, root):
                 elif value == "disable" and key in ("contact", "constraint", "limit", "equality",
                                                    "frictionloss", "passive", "spring", "damper"):
                     r.note(flag, f"{key}=\"disable\" is not applied: the simulation keeps its {key} forces")
+                elif key == "filterparent" and value == "disable":
+                    r.note(flag, "filterparent=\"disable\" is not applied: a body and its parent never collide")
     return g
 
 

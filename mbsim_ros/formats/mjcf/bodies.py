@@ -32,6 +32,7 @@ class Tree:
         self.joint_names = []    # MJCF joint names in MuJoCo's order
         self.cameras = []        # (node, class, link, pose)
         self.sites = {}          # site name -> (link, pose)
+        self.chain_parent = {}   # link of a body with several joints -> the link its chain hangs from
 
 
 def read_worldbody(r, root, model, meshes):
@@ -47,7 +48,32 @@ def read_worldbody(r, root, model, meshes):
         model.add_link(world_link)
         model.add_joint(Joint(WORLD_LINK + "_fixed", "fixed", None, WORLD_LINK))
     tree.body_link["world"] = WORLD_LINK if world_used else None
+    _exclude_chain_parents(model, tree)
     return tree
+
+
+def _exclude_chain_parents(model, tree):
+    """MuJoCo keeps a body apart from its parent body (and all welded to it) unless that is
+    welded to the world; a body of several joints hangs from its parent through massless links,
+    so the parent filter does not see the pair: it is excluded here."""
+    welded = {}                           # link -> links welded to it by fixed joints (None: the world)
+    for j in model.joints:
+        if j.type == "fixed":
+            welded.setdefault(j.parent, []).append(j.child)
+            welded.setdefault(j.child, []).append(j.parent)
+
+    def weld_group(link):
+        group, todo = {link}, [link]
+        while todo:
+            for other in welded.get(todo.pop(), []):
+                if other not in group:
+                    group.add(other)
+                    todo.append(other)
+        return group
+    for body_link, parent in tree.chain_parent.items():
+        above = weld_group(parent)
+        if None not in above:
+            model.collision_excludes.extend((a, b) for a in sorted(weld_group(body_link)) for b in sorted(above))
 
 
 def _container_child(r, model, tree, meshes, node, link_name, T, cls, link):
@@ -105,6 +131,7 @@ def link_geoms(r, link, g):
     lo = g.group
     if lo <= 2:                          # MuJoCo shows groups 0-2
         link.visuals.append(g.shape)
+    g.shape.contype, g.shape.conaffinity = g.contype, g.conaffinity
     if g.contype or g.conaffinity:
         link.collisions.append(g.shape)
 
@@ -152,6 +179,8 @@ def _chain(r, model, tree, node, joint_nodes, name, parent_link, X, cls, counter
         model.add_joint(Joint(f"{name}_fixed", "fixed", parent_link, name, origin=X))
         return
     parent = parent_link
+    if len(joint_nodes) > 1 and parent_link is not None:
+        tree.chain_parent[name] = parent_link
     for k, jn in enumerate(joint_nodes):
         jid = counters["joint"]
         counters["joint"] += 1

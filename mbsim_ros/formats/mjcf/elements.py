@@ -25,10 +25,7 @@ _FLIP_Z = np.diag([1.0, -1.0, -1.0, 1.0])     # MuJoCo's rangefinder looks along
 def read_elements(r, root, model, tree, keyframe):
     joints = {j.name: j for j in model.joints}
     poses = _poses_at_qpos0(model) if any(n.children for n in root.each("equality")) else {}
-    for node in root.each("contact"):
-        for c in node.children:
-            r.note(c, f"<contact><{c.tag}> is not used (collisions follow contype/conaffinity and "
-                      "leave out parent-child pairs)")
+    _contact(r, root, model, tree)
     for node in root.each("tendon"):
         for c in node.children:
             r.note(c, f"<tendon><{c.tag}> is not simulated")
@@ -40,6 +37,61 @@ def read_elements(r, root, model, tree, keyframe):
     _sensors(r, root, model, tree)
     _cameras(r, model, tree)
     _keyframes(r, root, model, tree, joints, keyframe)
+
+
+# -- contact exclusions and explicit pairs ----------------------------------------------
+_PAIR_OWN = ("geom1", "geom2", "name", "class")
+
+
+def _contact(r, root, model, tree):
+    geoms = {}
+    for link_name, g in tree.geoms:
+        if g.name:
+            geoms[g.name] = (link_name, g)
+    for node in root.each("contact"):
+        for c in node.children:
+            if c.tag == "exclude":
+                links = [_excluded_link(r, c, tree, key) for key in ("body1", "body2")]
+                if None not in links:
+                    model.collision_excludes.append(tuple(links))
+            elif c.tag == "pair":
+                found = [_pair_geom(r, c, geoms, key) for key in ("geom1", "geom2")]
+                ignored = [k for k in c.attrib if k not in _PAIR_OWN]
+                if ignored:
+                    r.note(c, f"<pair> {', '.join(ignored)} not applied: the geoms' own friction and contact "
+                              "settings are used")
+                if None in found:
+                    continue
+                for link_name, g in found:      # a pair may name geoms that collide with nothing else
+                    link = model.link(link_name)
+                    if not any(s is g.shape for s in link.collisions):
+                        link.collisions.append(g.shape)
+                model.collision_pairs.append((found[0][1].shape, found[1][1].shape))
+            else:
+                r.note(c, f"unknown element <contact><{c.tag}>: ignored")
+
+
+def _excluded_link(r, node, tree, key):
+    """The link of the body an <exclude> names (None: the world body when it has no geoms)."""
+    name = node.get(key)
+    if name is None:
+        raise r.error(node, f"<exclude> needs {key}=\"BODY\"")
+    if name not in tree.body_link:
+        raise r.error(node, f"{key}=\"{name}\": expected the name of a <body>")
+    return tree.body_link[name]
+
+
+def _pair_geom(r, node, geoms, key):
+    """(link name, Geom) a <pair> names; None (with a note) for a geom that is not simulated."""
+    name = node.get(key)
+    if name is None:
+        raise r.error(node, f"<pair> needs {key}=\"GEOM\"")
+    if name not in geoms:
+        if name in r.skipped_geoms:
+            r.note(node, f"<pair> with geom \"{name}\", which is not simulated: left out")
+            return None
+        raise r.error(node, f"{key}=\"{name}\": expected the name of a <geom>")
+    return geoms[name]
 
 
 # -- keyframes --------------------------------------------------------------------------

@@ -109,6 +109,7 @@ def read_geom(r, node, cls, T_in_body, meshes):
     kind = r.choice(node, a, "type", GEOM_TYPES, "sphere")
     if kind in ("hfield", "sdf"):
         r.note(node, f"type=\"{kind}\" geoms are not supported: left out")
+        r.skipped_geoms.add(a.get("name"))
         return None
     size = r.floats(node, a, "size", 3, [0.0, 0.0, 0.0], nmin=1)
     size = np.concatenate([size, np.zeros(3 - size.size)])

@@ -138,6 +138,7 @@ class Reader:
         self.compiler = Compiler()
         self.classes = {}        # class name -> {kind: {attr: value}, "actuator": [(tag, attrs)]}
         self.notes = []          # (node, message) for what is read but not simulated
+        self.skipped_geoms = set()   # names of geoms left out (types not simulated)
 
     # -- messages ----------------------------------------------------------------------
     def error(self, node, expected):
