@@ -109,3 +109,25 @@ def test_the_contact_fixture_uses_every_filter():
     assert {frozenset(p) for p in (("f", "g"), ("upper", "base"), ("a", "c"), ("b", "c"))} <= pairs
     assert not {frozenset(p) for p in (("a", "b"), ("d", "e"), ("upper", "lower"), ("upper", "hand"),
                                        ("f", "a"), ("base", "worldbody"))} & pairs
+
+
+def test_tendon_equalities_hold_where_mujocos_do():
+    """Our couplers' q_dependent = f(q_independent), put into MuJoCo's qpos at random states,
+    leave MuJoCo's equality constraint rows with no violation (efc_pos; 1e-12: rounding)."""
+    import mbsim_ros as mb
+    path = str(OWN_MODELS / "mjcf" / "tendons.xml")
+    model = mb.load_model(path)
+    couplers = {c.name: c for c in model.couplers}
+    assert set(couplers) == {"fingers", "thumb"} and model.joint("nail").locked
+    m = mujoco.MjModel.from_xml_path(path)
+    d = mujoco.MjData(m)
+    rng = np.random.default_rng(3)
+    for _ in range(5):
+        d.qpos[:] = m.qpos0 + rng.uniform(-0.5, 0.5, m.nq)
+        d.qpos[m.joint("nail").qposadr[0]] = m.qpos0[m.joint("nail").qposadr[0]]      # locked where it starts
+        for c in couplers.values():
+            d.qpos[m.joint(c.dependent).qposadr[0]] = c.function(d.qpos[m.joint(c.independent).qposadr[0]])
+        mujoco.mj_forward(m, d)
+        rows = d.efc_type[:d.nefc] == mujoco.mjtConstraint.mjCNSTR_EQUALITY
+        assert rows.sum() == 3
+        assert np.abs(d.efc_pos[:d.nefc][rows]).max() < 1e-12, d.efc_pos[:d.nefc][rows]

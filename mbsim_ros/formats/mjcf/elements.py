@@ -6,8 +6,8 @@ L = gear * q): the control part is an Actuator (kind "coordinate", gain = gear *
 control clamped to ctrlrange), the bias part (a position or velocity servo's -kp L - kv dL/dt)
 joins the joint's spring and damper (stiffness += -b1 gear^2, damping += -b2 gear^2, the rest
 position shifted by b0). So sim.set_control(name, ctrl) gives MuJoCo's force, and a <key>'s ctrl
-is the initial control. Not mapped (each a note): tendon, site, body transmissions, activation
-dynamics, affine gains, forcerange on a servo.
+is the initial control. Fixed tendons: tendons.py. Not mapped (each a note): actuators on a
+tendon, site or body, activation dynamics, affine gains, forcerange on a servo.
 """
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import numpy as np
 from ...model import Actuator, CoordinateCoupler, Function, LoopConstraint, Sensor
 from ...model.transforms import axis_angle_to_matrix, inverse_transform, quat_to_matrix
 from .parse import ACTUATOR_TAGS
+from .tendons import read_fixed_tendons, tendon_coupler
 
 _SITE_SENSORS = {"accelerometer": "accelerometer", "gyro": "gyro", "force": "force", "torque": "force",
                  "rangefinder": "range"}
@@ -26,13 +27,11 @@ def read_elements(r, root, model, tree, keyframe):
     joints = {j.name: j for j in model.joints}
     poses = _poses_at_qpos0(model) if any(n.children for n in root.each("equality")) else {}
     _contact(r, root, model, tree)
-    for node in root.each("tendon"):
-        for c in node.children:
-            r.note(c, f"<tendon><{c.tag}> is not simulated")
+    tendons = read_fixed_tendons(r, root, joints)
     for tag in ("deformable", "extension", "custom"):
         for node in root.each(tag):
             r.note(node, f"<{tag}> is not used")
-    _equality(r, root, model, tree, joints, poses)
+    _equality(r, root, model, tree, joints, poses, tendons)
     _actuators(r, root, model, joints)
     _sensors(r, root, model, tree)
     _cameras(r, model, tree)
@@ -281,7 +280,7 @@ def _cameras(r, model, tree):
 
 
 # -- equality constraints -------------------------------------------------------------------
-def _equality(r, root, model, tree, joints, poses):
+def _equality(r, root, model, tree, joints, poses, tendons):
     for section in root.each("equality"):
         for node in section.children:
             a = r.attrs(node, "equality", node.get("class", "main"))
@@ -293,6 +292,8 @@ def _equality(r, root, model, tree, joints, poses):
                 _loop(r, node, a, name, model, tree, poses)
             elif node.tag == "joint":
                 _joint_coupler(r, node, a, name, model, joints)
+            elif node.tag == "tendon":
+                tendon_coupler(r, node, a, name, model, tendons)
             else:
                 r.note(node, f"<equality><{node.tag}> is not simulated")
 
