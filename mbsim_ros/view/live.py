@@ -25,7 +25,7 @@ import numpy as np
 
 from .panel import FOV, Panel, initial_camera
 from .scene import WorldScene, model_links
-from .server import DEFAULT_HOST, DEFAULT_PORT, start_server, stop_server, url, yield_core
+from .server import DEFAULT_HOST, DEFAULT_PORT, start_server, stop_server, url
 
 RATE = 30.0                 # Hz, frames pushed to the browsers at most
 PLOT_SECONDS = 10.0         # s of simulation time in the joint plots
@@ -191,7 +191,6 @@ class LiveView:
 
     # -- the view's thread -----------------------------------------------------------------
     def _loop(self):
-        yield_core(threading.get_native_id())
         while not self._stop.is_set():
             self._wake.wait(0.25)
             self._wake.clear()

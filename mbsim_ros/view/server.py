@@ -3,15 +3,12 @@ from __future__ import annotations
 
 import contextlib
 import io
-import os
 import socket
-import threading
 
 from ..run.network import is_loopback
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8080
-VIEW_NICE = 10          # the view's threads' niceness: below the physics thread's
 
 
 class ViewError(OSError):
@@ -56,11 +53,8 @@ def start_server(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, log=None):
     gets a warning when the host is not a loopback address (the page controls the run)."""
     check_bind(host, port)
     import viser
-    before = set(threading.enumerate())
     with contextlib.redirect_stdout(io.StringIO()):      # viser's banner: the run prints its own line
         server = viser.ViserServer(host=host, port=int(port), verbose=False)
-    for thread in set(threading.enumerate()) - before:   # viser's server thread(s)
-        yield_core(thread.native_id)
     if server.get_port() != int(port):            # taken between the check and the server's bind
         stop_server(server)
         raise ViewError(f"--view-port {port}: already in use on {host} (give a free port)")
@@ -68,16 +62,6 @@ def start_server(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, log=None):
         log(f"the view listens on {host}:{port}, reachable from other machines: anyone who can "
             "reach it can pause, reset and push the simulation")
     return server
-
-
-def yield_core(thread_id: int):
-    """Lower a view thread's OS priority (nice VIEW_NICE) so that a waking physics thread on
-    the same core preempts it at once instead of waiting out its time slice; a view on a
-    saturated core still gets about a tenth of it. Quietly nothing where not permitted."""
-    try:
-        os.setpriority(os.PRIO_PROCESS, thread_id, max(os.getpriority(os.PRIO_PROCESS, thread_id), VIEW_NICE))
-    except (OSError, AttributeError):
-        pass
 
 
 def stop_server(server):
