@@ -147,11 +147,11 @@ def test_what_is_not_simulated_is_a_note_not_silence(tmp_path):
     path = tmp_path / "notes.xml"
     path.write_text('<mujoco><worldbody><geom name="w" size="1"/><body><joint name="j"/><geom name="g" size="1"/>'
                     '</body></worldbody>\n'
-                    '<tendon><fixed name="t"><joint joint="j" coef="1"/></fixed></tendon>\n'
+                    '<tendon><fixed name="t" stiffness="3"><joint joint="j" coef="1"/></fixed></tendon>\n'
                     '<contact><pair geom1="w" geom2="g" friction="2 2 0.1 0.1 0.1"/></contact>\n<weird/></mujoco>')
     model = _load(path)
     text = "\n".join(model.warnings)
-    for expected in ("line 2, <fixed name=\"t\">: <tendon><fixed> is not simulated",
+    for expected in ("line 2, <fixed name=\"t\">: the tendon's stiffness not simulated",
                      "line 3, <pair>: <pair> friction not applied",
                      "line 4, <weird>: unknown element <weird>"):
         assert expected in text, text
