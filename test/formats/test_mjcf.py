@@ -217,3 +217,24 @@ def test_a_quadruped_stands_two_seconds_in_its_home_keyframe():
     assert sim.t == pytest.approx(2.0)
     assert abs(heights[-1] - d.qpos[2]) < 0.02, (heights, d.qpos[2])
     assert max(heights[4:]) - min(heights[4:]) < 0.005        # settled, not sinking or bouncing
+
+
+def test_content_after_the_root_is_ignored_with_a_note_as_mujoco_does(tmp_path):
+    text = '<mujoco>\n<worldbody><body><freejoint/><geom size="0.1"/></body></worldbody>\n</mujoco>\n</mujoco>\n'
+    path = tmp_path / "scene.xml"
+    path.write_text(text)
+    assert mujoco.MjModel.from_xml_string(text).nbody == 2          # MuJoCo reads it
+    model = _load(path)
+    assert model.nv == 6
+    assert any("line 1, <mujoco>: content after the root element (line 4) ignored" in w for w in model.warnings)
+    path.write_text(text.replace("<worldbody>", "<worldbody></body>"))      # broken inside: refused
+    with pytest.raises(ModelError, match="line 2: not well-formed XML"):
+        _load(path)
+
+
+def test_armature_on_a_free_joint_is_a_note(tmp_path):
+    path = tmp_path / "free.xml"
+    path.write_text('<mujoco><worldbody><body><joint type="free" armature="0.01"/><geom size="0.1"/></body>'
+                    '</worldbody></mujoco>')
+    model = _load(path)
+    assert any("armature 0.01 on a free joint" in w for w in model.warnings)

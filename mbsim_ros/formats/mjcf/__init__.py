@@ -64,7 +64,10 @@ def load_mjcf(path, floating_base: bool = False, keyframe=None, text=None) -> Mo
 
 
 def _load(r, text, keyframe):
-    root = parse_file(r.path, text)
+    skipped = []
+    root = parse_file(r.path, text, skipped)
+    for node, message in skipped:
+        r.note(node, message)
     for node in root.children:
         if node.tag not in _TOP:
             r.note(node, f"unknown element <{node.tag}> in <mujoco>: ignored")

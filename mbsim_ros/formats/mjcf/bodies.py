@@ -249,11 +249,15 @@ def read_joint(r, node, cls, jid, parent, X):
     if "actuatorfrcrange" in a and a.get("actuatorfrclimited", "auto") != "false" and kind in ("hinge", "slide"):
         fr = r.floats(node, a, "actuatorfrcrange", 2)
         effort = max(abs(fr[0]), abs(fr[1]))
+    armature = r.number(node, a, "armature", 0.0)
+    if kind == "free" and armature:
+        r.note(node, f"armature {armature:g} on a free joint acts on the body-frame linear velocity here, on "
+                     "the world-frame one in MuJoCo: the bias forces differ by armature * (angular x linear velocity)")
     return Joint(name, mtype, parent, "", origin=origin, axis=axis, child_pose=child_pose if kind in ("hinge", "ball") else EYE4.copy(),
                  lower=lower, upper=upper, damping=np.full(nv, damping), stiffness=stiffness if kind in ("hinge", "slide") else None,
                  rest_position=springref if kind in ("hinge", "slide") else None,
                  friction=np.full(nv, r.number(node, a, "frictionloss", 0.0)),
-                 rotor_inertia=np.full(nv, r.number(node, a, "armature", 0.0)),
+                 rotor_inertia=np.full(nv, armature),
                  effort_limit=effort, q0=np.array([ref]) if kind in ("hinge", "slide") else None,
                  params={"mjcf_type": kind})
 

@@ -43,31 +43,45 @@ class Node:
         return f"<{self.tag} name=\"{name}\">" if name is not None else f"<{self.tag}>"
 
 
-def parse_file(path, text=None):
-    """The <mujoco> root Node of a file, includes expanded (cycles and missing files refused)."""
-    root = _read_xml(path, text)
+def parse_file(path, text, notes):
+    """The <mujoco> root Node of a file (its text, or None to read it), includes expanded
+    (cycles and missing files refused); notes (a list) gets (node, text) for what was read past."""
+    root = _read_xml(path, text, notes)
     if root.tag != "mujoco":
         raise ModelError(f"{path}, line {root.line}, <{root.tag}>: the root element must be <mujoco>")
-    _expand_includes(root, os.path.dirname(os.path.abspath(path)), [os.path.abspath(path)])
+    _expand_includes(root, os.path.dirname(os.path.abspath(path)), [os.path.abspath(path)], notes)
     return root
 
 
-def _read_xml(path, text=None):
+def _read_xml(path, text, notes):
     parser = etree.XMLParser(remove_comments=True, remove_pis=True, resolve_entities=False,
                              no_network=True, huge_tree=True)
     try:
-        if text is not None:
-            el = etree.fromstring(text.encode() if isinstance(text, str) else text, parser)
-        else:
+        if text is None:
             with open(path, "rb") as f:             # (bytes: lxml cannot encode a non-UTF-8 file name)
-                el = etree.fromstring(f.read(), parser)
+                text = f.read()
+        data = text.encode() if isinstance(text, str) else text
+        try:
+            el, extra = etree.fromstring(data, parser), None
+        except etree.XMLSyntaxError as exc:
+            # MuJoCo (tinyxml2) reads the first element and ignores what follows it, such as a
+            # stray second </mujoco>: so do we, with a note
+            if exc.code != etree.ErrorTypes.ERR_DOCUMENT_END or not exc.lineno:
+                raise
+            extra = exc.lineno
+            lines = data.split(b"\n")
+            head = b"\n".join(lines[:extra - 1] + [lines[extra - 1][:exc.offset]])      # offset: 0-based
+            el = etree.fromstring(head, parser)
     except OSError as exc:
         raise ModelError(f"{path}: cannot read the file: {exc}") from None
     except etree.XMLSyntaxError as exc:
         line = f", line {exc.lineno}" if exc.lineno else ""
         raise ModelError(f"{path}{line}: not well-formed XML (expected an MJCF <mujoco> document): "
                          f"{exc.msg}") from None
-    return _convert(el, os.fspath(path))
+    root = _convert(el, os.fspath(path))
+    if extra is not None:
+        notes.append((root, f"content after the root element (line {extra}) ignored, as MuJoCo does"))
+    return root
 
 
 def _convert(el, file):
@@ -84,13 +98,13 @@ def _convert(el, file):
     return node
 
 
-def _expand_includes(node, folder, chain):
+def _expand_includes(node, folder, chain, notes):
     """Replace every <include file="..."/> by the children of the included file's root; the
     file name is relative to the top-level model's folder, as MuJoCo reads it."""
     out = []
     for c in node.children:
         if c.tag != "include":
-            _expand_includes(c, folder, chain)
+            _expand_includes(c, folder, chain, notes)
             out.append(c)
             continue
         name = c.get("file")
@@ -103,10 +117,10 @@ def _expand_includes(node, folder, chain):
         if full in chain:
             raise ModelError(f"{c.file}, line {c.line}, <include file=\"{name}\">: includes itself "
                              f"(through {' -> '.join(os.path.basename(p) for p in chain)})")
-        sub = _read_xml(path)
+        sub = _read_xml(path, None, notes)
         if sub.tag != "mujoco":
             raise ModelError(f"{path}, line {sub.line}, <{sub.tag}>: an included file's root must be <mujoco>")
-        _expand_includes(sub, folder, chain + [full])
+        _expand_includes(sub, folder, chain + [full], notes)
         out.extend(sub.children)
     node.children = out
 
