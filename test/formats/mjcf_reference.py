@@ -9,6 +9,7 @@ qacc_mj = T a_ours + (R (w x v_lin)) on the linear block.
 import glob
 import os
 import sysconfig
+import warnings
 
 import numpy as np
 
@@ -160,3 +161,52 @@ def compare(path, states=3, seed=0, m=None):
 def _rel(a, b):
     scale = max(np.abs(b).max() if b.size else 0.0, 1e-12)
     return float(np.abs(a - b).max() / scale) if b.size else 0.0
+
+
+def mujoco_body_pairs(path):
+    """The body pairs MuJoCo's collision filters let through (contype/conaffinity, parent and
+    weld filters, <exclude>, <pair>), found by MuJoCo itself: every geom made a small sphere
+    (planes stay) with a margin beyond any distance in the model, so each pair its filters
+    pass gives a contact. Midphase off: its bounding volumes keep the compiled margins."""
+    import mujoco
+    for memory in (None, 1 << 28):       # MuJoCo's default arena, then room for a big scene's contacts
+        pairs = _mujoco_body_pairs(mujoco, path, memory)
+        if pairs is not None:
+            return pairs
+    raise ValueError(f"{path}: MuJoCo's contact buffer filled up: no reference")
+
+
+def _mujoco_body_pairs(mujoco, path, memory):
+    if memory is None:
+        m = mujoco.MjModel.from_xml_path(path)
+    else:
+        spec = mujoco.MjSpec.from_file(path)
+        spec.memory = memory
+        m = spec.compile()
+    plane, sphere = int(mujoco.mjtGeom.mjGEOM_PLANE), int(mujoco.mjtGeom.mjGEOM_SPHERE)
+    unsupported = np.isin(m.geom_type, [int(mujoco.mjtGeom.mjGEOM_HFIELD), int(mujoco.mjtGeom.mjGEOM_SDF)])
+    m.geom_contype[unsupported] = m.geom_conaffinity[unsupported] = 0     # we leave these out
+    ball = m.geom_type != plane
+    m.geom_type[ball], m.geom_size[ball, 0], m.geom_rbound[ball] = sphere, 0.01, 0.01
+    m.geom_margin[:] = m.pair_margin[:] = 1e3
+    m.geom_gap[:] = 0.0
+    m.opt.disableflags = int(mujoco.mjtDisableBit.mjDSBL_MIDPHASE)
+    d = mujoco.MjData(m)
+    mujoco.mj_kinematics(m, d)
+    mujoco.mj_collision(m, d)           # contacts only: no constraint rows
+    if d.warning[int(mujoco.mjtWarning.mjWARN_CONTACTFULL)].number:
+        return None
+    names = ["worldbody" if b == 0 else (m.body(b).name or f"body{b}") for b in range(m.nbody)]
+    return {frozenset((names[m.geom_bodyid[c.geom1]], names[m.geom_bodyid[c.geom2]])) for c in d.contact[:d.ncon]}
+
+
+def our_body_pairs(path):
+    """The body pairs our collision filters let through (the links carry the body names)."""
+    from mbsim_ros.dynamics.collision.geoms import compile_geoms
+    from mbsim_ros.dynamics.compiled import compile_models
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = mb.load_model(path)
+    geoms = compile_geoms([model], compile_models([model]))
+    link = [name.rsplit("/", 1)[0] for name in geoms.names]      # a body's geoms are on its link
+    return {frozenset((link[i], link[j])) for i, j in geoms.pairs}

@@ -62,42 +62,9 @@ def test_the_fixture_uses_what_it_claims():
     assert "imu_site" in {f.name for f in model.frames}
 
 
-def _mujoco_body_pairs(m):
-    """The body pairs MuJoCo's collision filters let through (contype/conaffinity, parent and
-    weld filters, <exclude>, <pair>), found by MuJoCo itself: every geom made a small sphere
-    (planes stay) with a margin beyond any distance in the model, so each pair its filters
-    pass gives a contact. Midphase off: its bounding volumes keep the compiled margins."""
-    m = mujoco.MjModel.from_xml_path(m)
-    plane, sphere = int(mujoco.mjtGeom.mjGEOM_PLANE), int(mujoco.mjtGeom.mjGEOM_SPHERE)
-    unsupported = np.isin(m.geom_type, [int(mujoco.mjtGeom.mjGEOM_HFIELD), int(mujoco.mjtGeom.mjGEOM_SDF)])
-    m.geom_contype[unsupported] = m.geom_conaffinity[unsupported] = 0     # we leave these out
-    ball = m.geom_type != plane
-    m.geom_type[ball], m.geom_size[ball, 0], m.geom_rbound[ball] = sphere, 0.01, 0.01
-    m.geom_margin[:] = m.pair_margin[:] = 1e3
-    m.geom_gap[:] = 0.0
-    m.opt.disableflags = int(mujoco.mjtDisableBit.mjDSBL_MIDPHASE)
-    d = mujoco.MjData(m)
-    mujoco.mj_kinematics(m, d)
-    mujoco.mj_collision(m, d)           # contacts only: no constraint rows
-    names = ["worldbody" if b == 0 else (m.body(b).name or f"body{b}") for b in range(m.nbody)]
-    return {frozenset((names[m.geom_bodyid[c.geom1]], names[m.geom_bodyid[c.geom2]])) for c in d.contact[:d.ncon]}
-
-
-def _our_body_pairs(path):
-    import mbsim_ros as mb
-    from mbsim_ros.dynamics.collision.geoms import compile_geoms
-    from mbsim_ros.dynamics.compiled import compile_models
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model = mb.load_model(path)
-    geoms = compile_geoms([model], compile_models([model]))
-    link = [name.rsplit("/", 1)[0] for name in geoms.names]      # a body's geoms are on its link
-    return {frozenset((link[i], link[j])) for i, j in geoms.pairs}
-
-
 @pytest.mark.parametrize("path", FIXTURES + VALID, ids=_id)
 def test_the_pairs_that_may_collide_are_mujocos(path):
-    ours, theirs = _our_body_pairs(path), _mujoco_body_pairs(path)
+    ours, theirs = ref.our_body_pairs(path), ref.mujoco_body_pairs(path)
     assert ours == theirs, (f"{path}: ours only {sorted(map(sorted, ours - theirs))[:5]}, "
                             f"MuJoCo only {sorted(map(sorted, theirs - ours))[:5]}")
 
@@ -105,7 +72,7 @@ def test_the_pairs_that_may_collide_are_mujocos(path):
 def test_the_contact_fixture_uses_every_filter():
     m = mujoco.MjModel.from_xml_path(str(OWN_MODELS / "mjcf" / "contacts.xml"))
     assert (m.nexclude, m.npair) == (1, 1)
-    pairs = _our_body_pairs(str(OWN_MODELS / "mjcf" / "contacts.xml"))
+    pairs = ref.our_body_pairs(str(OWN_MODELS / "mjcf" / "contacts.xml"))
     assert {frozenset(p) for p in (("f", "g"), ("upper", "base"), ("a", "c"), ("b", "c"))} <= pairs
     assert not {frozenset(p) for p in (("a", "b"), ("d", "e"), ("upper", "lower"), ("upper", "hand"),
                                        ("f", "a"), ("base", "worldbody"))} & pairs
