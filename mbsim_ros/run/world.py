@@ -182,6 +182,7 @@ def ground_plane():
 
 
 DEFAULT_DT = 0.001
+MAX_STEPS = 1e15         # a duration longer than this many steps is refused (its step count overflows)
 
 
 def apply_model_settings(config, models):
@@ -207,6 +208,9 @@ def apply_model_settings(config, models):
             notes.append(f"{key} {getattr(config, key)}{unit} as given (model {name}'s {what} {value}{unit} not used)")
     if config.dt is None:
         config.dt = DEFAULT_DT
+    if config.duration is not None and not config.duration / config.dt <= MAX_STEPS:
+        raise ConfigError(f"duration {config.duration:g} s is {config.duration / config.dt:.3g} steps of dt = "
+                          f"{config.dt:g} s: expected at most {MAX_STEPS:.0e} steps (about 30000 years at 1 kHz)")
     if not config.contact:
         config.contact = "lcp"
     return notes
