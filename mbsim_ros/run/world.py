@@ -209,8 +209,8 @@ def apply_model_settings(config, models):
     if config.dt is None:
         config.dt = DEFAULT_DT
     if config.duration is not None and not config.duration / config.dt <= MAX_STEPS:
-        raise ConfigError(f"duration {config.duration:g} s is {config.duration / config.dt:.3g} steps of dt = "
-                          f"{config.dt:g} s: expected at most {MAX_STEPS:.0e} steps (about 30000 years at 1 kHz)")
+        raise ConfigError(f"duration {config.duration:g} s at dt = {config.dt:g} s is more than {MAX_STEPS:.0e} "
+                          "steps (about 30000 years at 1 kHz): expected a shorter duration")
     if not config.contact:
         config.contact = "lcp"
     return notes
