@@ -18,6 +18,7 @@ from .geoms import read_geom
 from .parse import EYE3, EYE4
 
 WORLD_LINK = "worldbody"
+_JOINT_TYPES = {"hinge": "revolute", "slide": "prismatic", "ball": "ball", "free": "free"}   # MJCF -> Model
 _BODY_CHILDREN = ("body", "joint", "freejoint", "geom", "site", "inertial", "frame", "camera",
                   "light", "composite", "flexcomp", "plugin", "attach", "replicate")
 
@@ -191,8 +192,6 @@ def read_joint(r, node, cls, jid, parent, X):
         origin[:3, :3] = origin[:3, :3] @ axis_angle_to_matrix(axis, -ref)
     elif kind == "slide" and ref:
         origin[:3, 3] -= origin[:3, :3] @ axis * ref
-    nv = {"hinge": 1, "slide": 1, "ball": 3, "free": 6}[kind]
-    mtype = {"hinge": "revolute", "slide": "prismatic", "ball": "ball", "free": "free"}[kind]
     damping = r.number(node, a, "damping", 0.0)
     stiffness = r.number(node, a, "stiffness", 0.0)
     springref = r.number(node, a, "springref", 0.0)
@@ -220,11 +219,12 @@ def read_joint(r, node, cls, jid, parent, X):
     if "actuatorfrcrange" in a and a.get("actuatorfrclimited", "auto") != "false" and kind in ("hinge", "slide"):
         fr = r.floats(node, a, "actuatorfrcrange", 2)
         effort = max(abs(fr[0]), abs(fr[1]))
-    return Joint(name, mtype, parent, "", origin=origin, axis=axis, child_pose=child_pose if kind in ("hinge", "ball") else EYE4.copy(),
-                 lower=lower, upper=upper, damping=np.full(nv, damping), stiffness=stiffness if kind in ("hinge", "slide") else None,
+    # one number per joint: the Joint repeats it for each DOF
+    return Joint(name, _JOINT_TYPES[kind], parent, "", origin=origin, axis=axis,
+                 child_pose=child_pose if kind in ("hinge", "ball") else EYE4.copy(),
+                 lower=lower, upper=upper, damping=damping, stiffness=stiffness if kind in ("hinge", "slide") else None,
                  rest_position=springref if kind in ("hinge", "slide") else None,
-                 friction=np.full(nv, r.number(node, a, "frictionloss", 0.0)),
-                 rotor_inertia=np.full(nv, r.number(node, a, "armature", 0.0)),
+                 friction=r.number(node, a, "frictionloss", 0.0), rotor_inertia=r.number(node, a, "armature", 0.0),
                  effort_limit=effort, q0=np.array([ref]) if kind in ("hinge", "slide") else None,
                  params={"mjcf_type": kind})
 

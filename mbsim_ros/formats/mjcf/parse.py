@@ -6,7 +6,7 @@ Messages name the file (an included file by its own name), the line and the elem
 from __future__ import annotations
 
 import os
-from math import isfinite
+from math import isfinite, sqrt
 
 import numpy as np
 from lxml import etree
@@ -179,6 +179,17 @@ class Reader:
         return np.array(values)
 
     def number(self, node, attrs, name, default=None):
+        text = attrs.get(name)
+        if text is None and default is not None:
+            return float(default)
+        words = text.split() if text is not None else ()
+        if len(words) == 1:                 # the usual case, without an array; else floats' messages
+            try:
+                value = float(words[0])
+            except ValueError:
+                value = None
+            if value is not None and isfinite(value):
+                return value
         return float(self.floats(node, attrs, name, 1, None if default is None else [default])[0])
 
     def ints(self, node, attrs, name, default):
@@ -252,15 +263,18 @@ class Reader:
         return R
 
     def unit(self, node, v, what):
-        n = np.linalg.norm(v)
+        v = np.asarray(v, dtype=float)
+        n = sqrt(v.dot(v))                  # what np.linalg.norm computes for a vector, without its overhead
         if n < 1e-12:
             raise self.error(node, f"{what}: a zero vector; expected a direction")
-        return np.asarray(v, dtype=float) / n
+        return v / n
 
     def pose(self, node, attrs):
         T = EYE4.copy()
-        T[:3, :3] = self.rotation(node, attrs)
-        T[:3, 3] = self.floats(node, attrs, "pos", 3, [0.0, 0.0, 0.0])
+        if not _ORIENTATIONS.isdisjoint(attrs):
+            T[:3, :3] = self._rotation(node, attrs)
+        if "pos" in attrs:
+            T[:3, 3] = self.floats(node, attrs, "pos", 3)
         return T
 
 
