@@ -55,11 +55,13 @@ def symmetric_inertia(inertia, what):
     if I.size != 9:
         raise ModelError(f"{what}: inertia has {I.size} numbers; expected a 3x3 matrix")
     I = I.reshape(3, 3)
-    if not np.isfinite(I).all():
-        raise ModelError(f"{what}: inertia {I.ravel().tolist()} is not finite; expected a symmetric 3x3 "
+    # on the nine numbers as Python floats: numpy's reductions cost more than the arithmetic here
+    xx, xy, xz, yx, yy, yz, zx, zy, zz = values = I.ravel().tolist()
+    if not all(map(isfinite, values)):
+        raise ModelError(f"{what}: inertia {values} is not finite; expected a symmetric 3x3 "
                          "inertia tensor")
-    scale = float(np.abs(I).max())
-    asym = float(np.abs(I - I.T).max())
+    scale = max(map(abs, values))
+    asym = max(abs(xy - yx), abs(xz - zx), abs(yz - zy))
     if asym > INERTIA_SYMMETRY_TOL * scale:
         raise ModelError(f"{what}: inertia is not symmetric (entries differ from their transposes by "
                          f"{asym:.3g}, {asym / scale:.2g} of its largest entry; at most "

@@ -113,7 +113,9 @@ def read_geom(r, node, cls, T_in_body, meshes):
         return None
     size = r.floats(node, a, "size", 3, [0.0, 0.0, 0.0], nmin=1)
     if size.size < 3:
-        size = np.concatenate([size, np.zeros(3 - size.size)])
+        padded = np.zeros(3)
+        padded[:size.size] = size
+        size = padded
     pose = r.pose(node, a)
     if "fromto" in a:
         if kind not in ("capsule", "cylinder", "box", "ellipsoid"):
@@ -129,7 +131,7 @@ def read_geom(r, node, cls, T_in_body, meshes):
         size[2 if kind in ("box", "ellipsoid") else 1] = 0.5 * length
     pose = T_in_body @ pose
     need = _SIZES_NEEDED.get(kind, 0)
-    if need and not (size[:need] > 0).all():
+    if need and not min(size.tolist()[:need]) > 0:       # (finite: floats refuses others)
         raise r.error(node, f"size=\"{a.get('size', '')}\": a {kind} needs {need} positive size numbers")
     mesh = None
     if kind == "mesh":

@@ -6,7 +6,7 @@ Messages name the file (an included file by its own name), the line and the elem
 from __future__ import annotations
 
 import os
-from math import isfinite, sqrt
+from math import hypot, isfinite, sqrt
 
 import numpy as np
 from lxml import etree
@@ -236,8 +236,8 @@ class Reader:
             return np.eye(3)
         kind = given[0]
         if kind == "quat":
-            w, x, y, z = self.floats(node, attrs, "quat", 4)
-            if np.hypot(np.hypot(w, x), np.hypot(y, z)) < 1e-12:
+            w, x, y, z = self.floats(node, attrs, "quat", 4).tolist()
+            if hypot(w, x, y, z) < 1e-12:
                 raise self.error(node, f"quat=\"{attrs['quat']}\": a zero quaternion; expected w x y z of a rotation")
             return quat_to_matrix((x, y, z, w))
         if kind == "axisangle":
