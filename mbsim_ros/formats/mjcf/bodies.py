@@ -15,7 +15,7 @@ import numpy as np
 from ...model import Frame, Joint, Link
 from ...model.transforms import axis_angle_to_matrix, matrix_to_quat
 from .geoms import read_geom
-from .parse import EYE3, EYE4
+from .parse import EYE3, EYE4, compose
 
 WORLD_LINK = "worldbody"
 _JOINT_TYPES = {"hinge": "revolute", "slide": "prismatic", "ball": "ball", "free": "free"}   # MJCF -> Model
@@ -42,8 +42,8 @@ def read_worldbody(r, root, model, meshes):
     world_used = False
     for wb in root.each("worldbody"):
         for node in wb.children:
-            world_used |= _container_child(r, model, tree, meshes, node, None, EYE4.copy(), "main", world_link)
-        _bodies(r, model, tree, meshes, wb, None, EYE4.copy(), "main", counters)
+            world_used |= _container_child(r, model, tree, meshes, node, None, EYE4, "main", world_link)
+        _bodies(r, model, tree, meshes, wb, None, EYE4, "main", counters)
     if world_used:
         model.add_link(world_link)
         model.add_joint(Joint(WORLD_LINK + "_fixed", "fixed", None, WORLD_LINK))
@@ -58,7 +58,7 @@ def _container_child(r, model, tree, meshes, node, link_name, T, cls, link):
     if tag == "body":
         return False
     if tag == "frame":
-        T2 = T @ r.pose(node, node.attrib)
+        T2 = compose(T, r.pose(node, node.attrib))
         cls2 = node.get("childclass", cls)
         if cls2 not in r.classes:
             raise r.error(node, f"childclass=\"{cls2}\" is not a <default> class")
@@ -75,7 +75,7 @@ def _container_child(r, model, tree, meshes, node, link_name, T, cls, link):
         return True
     if tag == "site":
         a = r.attrs(node, "site", cls)
-        pose = T @ r.pose(node, a)
+        pose = compose(T, r.pose(node, a))
         if "fromto" in a:
             ft = r.floats(node, a, "fromto", 6)
             pose = T.copy()
@@ -87,7 +87,7 @@ def _container_child(r, model, tree, meshes, node, link_name, T, cls, link):
         return bool(name)
     if tag == "camera":
         a = r.attrs(node, "camera", cls)
-        tree.cameras.append((node, a, link.name, T @ r.pose(node, a)))
+        tree.cameras.append((node, a, link.name, compose(T, r.pose(node, a))))
         return True
     if tag in ("joint", "freejoint", "inertial"):
         if link_name is None:
@@ -121,7 +121,7 @@ def _body(r, model, tree, meshes, node, parent_link, T_parent, cls, counters):
     cls_here = node.get("childclass", node.get("class", cls))
     if cls_here not in r.classes:
         raise r.error(node, f"childclass=\"{cls_here}\" is not a <default> class")
-    X = T_parent @ r.pose(node, node.attrib)
+    X = compose(T_parent, r.pose(node, node.attrib))
     joint_nodes = [c for c in node.children if c.tag in ("joint", "freejoint")]
     link = Link(name)
     _chain(r, model, tree, node, joint_nodes, name, parent_link, X, cls_here, counters)
@@ -133,10 +133,10 @@ def _body(r, model, tree, meshes, node, parent_link, T_parent, cls, counters):
         r.note(node, "gravcomp: gravity compensation is not simulated")
     first = len(tree.geoms)
     for c in node.children:
-        _container_child(r, model, tree, meshes, c, name, EYE4.copy(), cls_here, link)
+        _container_child(r, model, tree, meshes, c, name, EYE4, cls_here, link)
     mass_from_geoms(r, node, link, [g for _, g in tree.geoms[first:]])
     model.add_link(link)
-    _bodies(r, model, tree, meshes, node, name, EYE4.copy(), cls_here, counters)
+    _bodies(r, model, tree, meshes, node, name, EYE4, cls_here, counters)
 
 
 def _bodies(r, model, tree, meshes, node, link_name, T, cls, counters):
@@ -145,7 +145,7 @@ def _bodies(r, model, tree, meshes, node, link_name, T, cls, counters):
         if c.tag == "body":
             _body(r, model, tree, meshes, c, link_name, T, cls, counters)
         elif c.tag == "frame":
-            _bodies(r, model, tree, meshes, c, link_name, T @ r.pose(c, c.attrib), c.get("childclass", cls), counters)
+            _bodies(r, model, tree, meshes, c, link_name, compose(T, r.pose(c, c.attrib)), c.get("childclass", cls), counters)
 
 
 def _chain(r, model, tree, node, joint_nodes, name, parent_link, X, cls, counters):
@@ -254,7 +254,7 @@ def mass_from_geoms(r, node, link, geoms):
         I = np.zeros((3, 3))
         for g in parts:
             d = g.com - com
-            I += g.inertia + g.mass * (d.dot(d) * EYE3.copy() - np.outer(d, d))
+            I += g.inertia + g.mass * (d.dot(d) * EYE3 - np.outer(d, d))
     else:
         m, com, I = 0.0, np.zeros(3), np.zeros((3, 3))
     c = r.compiler

@@ -14,7 +14,7 @@ import numpy as np
 
 from ...model import Shape
 from ..meshes import MeshError, load_mesh
-from .parse import EYE3, EYE4, z_to
+from .parse import EYE3, EYE4, compose, z_to
 
 GEOM_TYPES = ("plane", "hfield", "sphere", "capsule", "ellipsoid", "cylinder", "box", "mesh", "sdf")
 _SIZES_NEEDED = {"sphere": 1, "capsule": 2, "cylinder": 2, "ellipsoid": 3, "box": 3}   # positive sizes per type
@@ -129,7 +129,7 @@ def read_geom(r, node, cls, T_in_body, meshes):
         pose[:3, :3] = z_to(d / length)
         pose[:3, 3] = 0.5 * (ft[:3] + ft[3:])
         size[2 if kind in ("box", "ellipsoid") else 1] = 0.5 * length
-    pose = T_in_body @ pose
+    pose = compose(T_in_body, pose)
     need = _SIZES_NEEDED.get(kind, 0)
     if need and not min(size.tolist()[:need]) > 0:       # (finite: floats refuses others)
         raise r.error(node, f"size=\"{a.get('size', '')}\": a {kind} needs {need} positive size numbers")

@@ -22,6 +22,19 @@ ACTUATOR_TAGS = ("general", "motor", "position", "velocity", "intvelocity", "dam
 
 
 EYE3, EYE4 = np.eye(3), np.eye(4)
+EYE3.flags.writeable = EYE4.flags.writeable = False     # shared: copy them to get a matrix to fill
+
+
+def compose(T, pose):
+    """T @ pose; EYE4 itself stands for a body's own frame (most elements), so no product."""
+    return pose if T is EYE4 else T @ pose
+
+
+def cross(a, b):
+    """np.cross of two 3-vectors (the same products and differences) without its overhead."""
+    a0, a1, a2 = a.tolist() if isinstance(a, np.ndarray) else a
+    b0, b1, b2 = b.tolist() if isinstance(b, np.ndarray) else b
+    return np.array([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0])
 _ORIENTATIONS = frozenset(("quat", "axisangle", "euler", "xyaxes", "zaxis"))
 
 
@@ -71,14 +84,15 @@ def _read_xml(path, text=None):
 
 
 def _convert(el, file):
-    node = Node(el.tag if isinstance(el.tag, str) else "", dict(el.attrib), file, el.sourceline)
+    # dict(items()): the attributes as dict(attrib) has them, faster through lxml
+    node = Node(el.tag if isinstance(el.tag, str) else "", dict(el.items()), file, el.sourceline)
     stack = [(el, node)]
     while stack:
         src, dst = stack.pop()
         for c in src:
             if not isinstance(c.tag, str):
                 continue
-            n = Node(c.tag, dict(c.attrib), file, c.sourceline)
+            n = Node(c.tag, dict(c.items()), file, c.sourceline)
             dst.children.append(n)
             stack.append((c, n))
     return node
@@ -250,7 +264,7 @@ class Reader:
             x = self.unit(node, v[:3], "xyaxes")
             y = v[3:] - x * x.dot(v[3:])
             y = self.unit(node, y, "xyaxes (y along x)")
-            return np.column_stack([x, y, np.cross(x, y)])
+            return np.column_stack([x, y, cross(x, y)])
         return z_to(self.unit(node, self.floats(node, attrs, "zaxis", 3), "zaxis"))
 
     def euler(self, node, angles):
@@ -281,7 +295,7 @@ class Reader:
 def z_to(z):
     """MuJoCo's z2quat: the smallest rotation taking (0, 0, 1) to the unit vector z (a half turn
     about x when z points down)."""
-    axis = np.cross([0.0, 0.0, 1.0], z)
+    axis = cross([0.0, 0.0, 1.0], z)
     s = np.linalg.norm(axis)
     if s < 1e-10:
         axis = np.array([1.0, 0.0, 0.0])
