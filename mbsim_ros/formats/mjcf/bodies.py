@@ -185,7 +185,8 @@ def read_joint(r, node, cls, jid, parent, X):
     if kind == "hinge":
         ref = r.angle(ref)
     origin = X.copy()
-    origin[:3, 3] += X[:3, :3] @ pos
+    if pos.any():                        # (most joints sit at their body's origin)
+        origin[:3, 3] += X[:3, :3] @ pos
     child_pose = EYE4.copy()
     child_pose[:3, 3] = pos
     if kind == "hinge" and ref:
@@ -206,9 +207,9 @@ def read_joint(r, node, cls, jid, parent, X):
         limited = r.choice(node, a, "limited", ("auto", "true", "false"), "auto")
         has_range = "range" in a
         if limited == "true" or (limited == "auto" and r.compiler.autolimits and has_range):
-            rng = r.floats(node, a, "range", 2, [0.0, 0.0])
+            rng = r.floats(node, a, "range", 2, [0.0, 0.0]).tolist()
             if angular:
-                rng = np.array([r.angle(x) for x in rng])
+                rng = [r.angle(x) for x in rng]
             if kind == "ball":
                 r.note(node, f"ball joint cone limit {rng[1]:g} rad is not enforced")
             elif not rng[0] < rng[1]:
