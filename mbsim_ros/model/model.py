@@ -11,7 +11,9 @@ Link inertias, shapes, frames and sensor mounts are all expressed in their link'
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
+from math import isfinite, sqrt
 from typing import Optional
 
 import numpy as np
@@ -53,11 +55,13 @@ def symmetric_inertia(inertia, what):
     if I.size != 9:
         raise ModelError(f"{what}: inertia has {I.size} numbers; expected a 3x3 matrix")
     I = I.reshape(3, 3)
-    if not np.all(np.isfinite(I)):
-        raise ModelError(f"{what}: inertia {I.ravel().tolist()} is not finite; expected a symmetric 3x3 "
+    # on the nine numbers as Python floats: numpy's reductions cost more than the arithmetic here
+    xx, xy, xz, yx, yy, yz, zx, zy, zz = values = I.ravel().tolist()
+    if not all(map(isfinite, values)):
+        raise ModelError(f"{what}: inertia {values} is not finite; expected a symmetric 3x3 "
                          "inertia tensor")
-    scale = float(np.abs(I).max())
-    asym = float(np.abs(I - I.T).max())
+    scale = max(map(abs, values))
+    asym = max(abs(xy - yx), abs(xz - zx), abs(yz - zy))
     if asym > INERTIA_SYMMETRY_TOL * scale:
         raise ModelError(f"{what}: inertia is not symmetric (entries differ from their transposes by "
                          f"{asym:.3g}, {asym / scale:.2g} of its largest entry; at most "
@@ -136,7 +140,7 @@ class Link:
         self.com = _vec(self.com, 3, f"link {self.name!r} com")
         self.inertia, _ = symmetric_inertia(self.inertia, f"link {self.name!r}")
         self.mass = float(self.mass)
-        if not np.isfinite(self.mass) or self.mass < 0:
+        if not isfinite(self.mass) or self.mass < 0:
             raise ModelError(f"link {self.name!r}: mass must be a finite number >= 0, got {self.mass}")
 
 
@@ -216,7 +220,7 @@ class Joint:
 
         def per_dof(value, default):
             if value is None:
-                return np.full(nv, default, dtype=float)
+                return np.array([default] * nv, dtype=float)
             a = np.asarray(value, dtype=float).reshape(-1)
             if a.size == 1 and nv > 1:
                 a = np.full(nv, float(a[0]))
@@ -246,9 +250,10 @@ class Joint:
             self.dof_names = [str(n) for n in self.dof_names]
             if len(self.dof_names) != nv:
                 raise ModelError(f"joint {self.name!r}: {len(self.dof_names)} dof_names for {nv} DOFs")
-        locked = np.asarray(self.locked, dtype=bool).reshape(-1)
-        if locked.size not in (1, nv):
-            raise ModelError(f"joint {self.name!r}: locked must be one bool or {nv}, got {locked.size}")
+        if type(self.locked) is not bool:     # one bool is always right: no array to build
+            locked = np.asarray(self.locked, dtype=bool).reshape(-1)
+            if locked.size not in (1, nv):
+                raise ModelError(f"joint {self.name!r}: locked must be one bool or {nv}, got {locked.size}")
 
     @property
     def locked_dofs(self) -> np.ndarray:
@@ -281,8 +286,8 @@ class Joint:
 
 def _unit(x, what):
     a = _vec(x, 3, what)
-    n = np.linalg.norm(a)
-    if not np.isfinite(n) or n < 1e-12:
+    n = sqrt(a.dot(a))                    # np.linalg.norm's own sum for a vector, without its overhead
+    if not isfinite(n) or n < 1e-12:
         raise ModelError(f"{what}: a zero or invalid axis {a.tolist()}")
     return a / n
 
@@ -410,11 +415,11 @@ class Model:
     def finalize(self) -> "Model":
         where = f" in {self.source}" if self.source else ""
         names = [l.name for l in self.links]
-        dup = {n for n in names if names.count(n) > 1}
+        dup = {n for n, k in Counter(names).items() if k > 1}
         if dup:
             raise ModelError(f"duplicate link names{where}: {sorted(dup)}")
         jnames = [j.name for j in self.joints]
-        dup = {n for n in jnames if jnames.count(n) > 1}
+        dup = {n for n, k in Counter(jnames).items() if k > 1}
         if dup:
             raise ModelError(f"duplicate joint names{where}: {sorted(dup)}")
         link_set = set(names)

@@ -1,4 +1,9 @@
-"""Small rigid-transform helpers shared by the loaders and exporters (plain numpy, not hot)."""
+"""Small rigid-transform helpers shared by the loaders and exporters (plain numpy, not hot).
+
+Loaders call them per element, so the 3x3 entries are computed on Python floats: the same IEEE
+arithmetic as on numpy scalars, several times faster."""
+from math import sqrt
+
 import numpy as np
 
 
@@ -24,8 +29,8 @@ def matrix_to_rpy(R):
 
 def axis_angle_to_matrix(axis, angle):
     """Rodrigues' formula; `axis` must be a unit vector."""
-    x, y, z = axis
-    c, s = np.cos(angle), np.sin(angle)
+    x, y, z = np.asarray(axis, dtype=float).tolist()
+    c, s = float(np.cos(angle)), float(np.sin(angle))
     C = 1.0 - c
     return np.array([
         [c + x * x * C, x * y * C - z * s, x * z * C + y * s],
@@ -36,7 +41,8 @@ def axis_angle_to_matrix(axis, angle):
 
 def quat_to_matrix(q):
     """Quaternion (x, y, z, w) -> rotation matrix."""
-    x, y, z, w = np.asarray(q, dtype=float) / np.linalg.norm(q)
+    q = np.asarray(q, dtype=float)
+    x, y, z, w = (q / sqrt(q.dot(q))).tolist()          # sqrt(q.q): np.linalg.norm's own sum
     return np.array([
         [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
         [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],

@@ -15,9 +15,10 @@ import numpy as np
 from ...model import Frame, Joint, Link
 from ...model.transforms import axis_angle_to_matrix, matrix_to_quat
 from .geoms import read_geom
-from .parse import EYE3, EYE4
+from .parse import EYE3, EYE4, compose
 
 WORLD_LINK = "worldbody"
+_JOINT_TYPES = {"hinge": "revolute", "slide": "prismatic", "ball": "ball", "free": "free"}   # MJCF -> Model
 _BODY_CHILDREN = ("body", "joint", "freejoint", "geom", "site", "inertial", "frame", "camera",
                   "light", "composite", "flexcomp", "plugin", "attach", "replicate")
 
@@ -42,8 +43,8 @@ def read_worldbody(r, root, model, meshes):
     world_used = False
     for wb in root.each("worldbody"):
         for node in wb.children:
-            world_used |= _container_child(r, model, tree, meshes, node, None, EYE4.copy(), "main", world_link)
-        _bodies(r, model, tree, meshes, wb, None, EYE4.copy(), "main", counters)
+            world_used |= _container_child(r, model, tree, meshes, node, None, EYE4, "main", world_link)
+        _bodies(r, model, tree, meshes, wb, None, EYE4, "main", counters)
     if world_used:
         model.add_link(world_link)
         model.add_joint(Joint(WORLD_LINK + "_fixed", "fixed", None, WORLD_LINK))
@@ -83,7 +84,7 @@ def _container_child(r, model, tree, meshes, node, link_name, T, cls, link):
     if tag == "body":
         return False
     if tag == "frame":
-        T2 = T @ r.pose(node, node.attrib)
+        T2 = compose(T, r.pose(node, node.attrib))
         cls2 = node.get("childclass", cls)
         if cls2 not in r.classes:
             raise r.error(node, f"childclass=\"{cls2}\" is not a <default> class")
@@ -100,7 +101,7 @@ def _container_child(r, model, tree, meshes, node, link_name, T, cls, link):
         return True
     if tag == "site":
         a = r.attrs(node, "site", cls)
-        pose = T @ r.pose(node, a)
+        pose = compose(T, r.pose(node, a))
         if "fromto" in a:
             ft = r.floats(node, a, "fromto", 6)
             pose = T.copy()
@@ -112,7 +113,7 @@ def _container_child(r, model, tree, meshes, node, link_name, T, cls, link):
         return bool(name)
     if tag == "camera":
         a = r.attrs(node, "camera", cls)
-        tree.cameras.append((node, a, link.name, T @ r.pose(node, a)))
+        tree.cameras.append((node, a, link.name, compose(T, r.pose(node, a))))
         return True
     if tag in ("joint", "freejoint", "inertial"):
         if link_name is None:
@@ -147,7 +148,7 @@ def _body(r, model, tree, meshes, node, parent_link, T_parent, cls, counters):
     cls_here = node.get("childclass", node.get("class", cls))
     if cls_here not in r.classes:
         raise r.error(node, f"childclass=\"{cls_here}\" is not a <default> class")
-    X = T_parent @ r.pose(node, node.attrib)
+    X = compose(T_parent, r.pose(node, node.attrib))
     joint_nodes = [c for c in node.children if c.tag in ("joint", "freejoint")]
     link = Link(name)
     _chain(r, model, tree, node, joint_nodes, name, parent_link, X, cls_here, counters)
@@ -159,10 +160,10 @@ def _body(r, model, tree, meshes, node, parent_link, T_parent, cls, counters):
         r.note(node, "gravcomp: gravity compensation is not simulated")
     first = len(tree.geoms)
     for c in node.children:
-        _container_child(r, model, tree, meshes, c, name, EYE4.copy(), cls_here, link)
+        _container_child(r, model, tree, meshes, c, name, EYE4, cls_here, link)
     mass_from_geoms(r, node, link, [g for _, g in tree.geoms[first:]])
     model.add_link(link)
-    _bodies(r, model, tree, meshes, node, name, EYE4.copy(), cls_here, counters)
+    _bodies(r, model, tree, meshes, node, name, EYE4, cls_here, counters)
 
 
 def _bodies(r, model, tree, meshes, node, link_name, T, cls, counters):
@@ -171,7 +172,7 @@ def _bodies(r, model, tree, meshes, node, link_name, T, cls, counters):
         if c.tag == "body":
             _body(r, model, tree, meshes, c, link_name, T, cls, counters)
         elif c.tag == "frame":
-            _bodies(r, model, tree, meshes, c, link_name, T @ r.pose(c, c.attrib), c.get("childclass", cls), counters)
+            _bodies(r, model, tree, meshes, c, link_name, compose(T, r.pose(c, c.attrib)), c.get("childclass", cls), counters)
 
 
 def _chain(r, model, tree, node, joint_nodes, name, parent_link, X, cls, counters):
@@ -213,15 +214,14 @@ def read_joint(r, node, cls, jid, parent, X):
     if kind == "hinge":
         ref = r.angle(ref)
     origin = X.copy()
-    origin[:3, 3] += X[:3, :3] @ pos
+    if pos.any():                        # (most joints sit at their body's origin)
+        origin[:3, 3] += X[:3, :3] @ pos
     child_pose = EYE4.copy()
     child_pose[:3, 3] = pos
     if kind == "hinge" and ref:
         origin[:3, :3] = origin[:3, :3] @ axis_angle_to_matrix(axis, -ref)
     elif kind == "slide" and ref:
         origin[:3, 3] -= origin[:3, :3] @ axis * ref
-    nv = {"hinge": 1, "slide": 1, "ball": 3, "free": 6}[kind]
-    mtype = {"hinge": "revolute", "slide": "prismatic", "ball": "ball", "free": "free"}[kind]
     damping = r.number(node, a, "damping", 0.0)
     stiffness = r.number(node, a, "stiffness", 0.0)
     springref = r.number(node, a, "springref", 0.0)
@@ -236,9 +236,9 @@ def read_joint(r, node, cls, jid, parent, X):
         limited = r.choice(node, a, "limited", ("auto", "true", "false"), "auto")
         has_range = "range" in a
         if limited == "true" or (limited == "auto" and r.compiler.autolimits and has_range):
-            rng = r.floats(node, a, "range", 2, [0.0, 0.0])
+            rng = r.floats(node, a, "range", 2, [0.0, 0.0]).tolist()
             if angular:
-                rng = np.array([r.angle(x) for x in rng])
+                rng = [r.angle(x) for x in rng]
             if kind == "ball":
                 r.note(node, f"ball joint cone limit {rng[1]:g} rad is not enforced")
             elif not rng[0] < rng[1]:
@@ -253,11 +253,12 @@ def read_joint(r, node, cls, jid, parent, X):
     if kind == "free" and armature:
         r.note(node, f"armature {armature:g} on a free joint acts on the body-frame linear velocity here, on "
                      "the world-frame one in MuJoCo: the bias forces differ by armature * (angular x linear velocity)")
-    return Joint(name, mtype, parent, "", origin=origin, axis=axis, child_pose=child_pose if kind in ("hinge", "ball") else EYE4.copy(),
-                 lower=lower, upper=upper, damping=np.full(nv, damping), stiffness=stiffness if kind in ("hinge", "slide") else None,
+    # one number per joint: the Joint repeats it for each DOF
+    return Joint(name, _JOINT_TYPES[kind], parent, "", origin=origin, axis=axis,
+                 child_pose=child_pose if kind in ("hinge", "ball") else EYE4.copy(),
+                 lower=lower, upper=upper, damping=damping, stiffness=stiffness if kind in ("hinge", "slide") else None,
                  rest_position=springref if kind in ("hinge", "slide") else None,
-                 friction=np.full(nv, r.number(node, a, "frictionloss", 0.0)),
-                 rotor_inertia=np.full(nv, armature),
+                 friction=r.number(node, a, "frictionloss", 0.0), rotor_inertia=armature,
                  effort_limit=effort, q0=np.array([ref]) if kind in ("hinge", "slide") else None,
                  params={"mjcf_type": kind})
 
@@ -287,7 +288,7 @@ def mass_from_geoms(r, node, link, geoms):
         I = np.zeros((3, 3))
         for g in parts:
             d = g.com - com
-            I += g.inertia + g.mass * (d.dot(d) * EYE3.copy() - np.outer(d, d))
+            I += g.inertia + g.mass * (d.dot(d) * EYE3 - np.outer(d, d))
     else:
         m, com, I = 0.0, np.zeros(3), np.zeros((3, 3))
     c = r.compiler

@@ -14,9 +14,10 @@ import numpy as np
 
 from ...model import Shape
 from ..meshes import MeshError, load_mesh
-from .parse import EYE3, EYE4, z_to
+from .parse import EYE3, EYE4, compose, z_to
 
 GEOM_TYPES = ("plane", "hfield", "sphere", "capsule", "ellipsoid", "cylinder", "box", "mesh", "sdf")
+_SIZES_NEEDED = {"sphere": 1, "capsule": 2, "cylinder": 2, "ellipsoid": 3, "box": 3}   # positive sizes per type
 
 
 class Mesh:
@@ -112,7 +113,10 @@ def read_geom(r, node, cls, T_in_body, meshes):
         r.skipped_geoms.add(a.get("name"))
         return None
     size = r.floats(node, a, "size", 3, [0.0, 0.0, 0.0], nmin=1)
-    size = np.concatenate([size, np.zeros(3 - size.size)])
+    if size.size < 3:
+        padded = np.zeros(3)
+        padded[:size.size] = size
+        size = padded
     pose = r.pose(node, a)
     if "fromto" in a:
         if kind not in ("capsule", "cylinder", "box", "ellipsoid"):
@@ -126,9 +130,9 @@ def read_geom(r, node, cls, T_in_body, meshes):
         pose[:3, :3] = z_to(d / length)
         pose[:3, 3] = 0.5 * (ft[:3] + ft[3:])
         size[2 if kind in ("box", "ellipsoid") else 1] = 0.5 * length
-    pose = T_in_body @ pose
-    need = {"sphere": 1, "capsule": 2, "cylinder": 2, "ellipsoid": 3, "box": 3}.get(kind, 0)
-    if need and not np.all(size[:need] > 0):
+    pose = compose(T_in_body, pose)
+    need = _SIZES_NEEDED.get(kind, 0)
+    if need and not min(size.tolist()[:need]) > 0:       # (finite: floats refuses others)
         raise r.error(node, f"size=\"{a.get('size', '')}\": a {kind} needs {need} positive size numbers")
     mesh = None
     if kind == "mesh":
@@ -142,7 +146,7 @@ def read_geom(r, node, cls, T_in_body, meshes):
     g.contype = r.ints(node, a, "contype", 1)
     g.conaffinity = r.ints(node, a, "conaffinity", 1)
     g.shape = _shape(kind, pose, size, mesh, g.name)
-    g.shape.friction = float(r.floats(node, a, "friction", 3, [1.0, 0.005, 0.0001], nmin=1)[0])
+    g.shape.friction = float(r.floats(node, a, "friction", 3, nmin=1)[0]) if "friction" in a else 1.0
     rgba = a.get("rgba")
     if rgba is not None:
         g.shape.color = r.floats(node, a, "rgba", 4)

@@ -6,7 +6,7 @@ Messages name the file (an included file by its own name), the line and the elem
 from __future__ import annotations
 
 import os
-from math import isfinite
+from math import hypot, isfinite, sqrt
 
 import numpy as np
 from lxml import etree
@@ -22,6 +22,19 @@ ACTUATOR_TAGS = ("general", "motor", "position", "velocity", "intvelocity", "dam
 
 
 EYE3, EYE4 = np.eye(3), np.eye(4)
+EYE3.flags.writeable = EYE4.flags.writeable = False     # shared: copy them to get a matrix to fill
+
+
+def compose(T, pose):
+    """T @ pose; EYE4 itself stands for a body's own frame (most elements), so no product."""
+    return pose if T is EYE4 else T @ pose
+
+
+def cross(a, b):
+    """np.cross of two 3-vectors (the same products and differences) without its overhead."""
+    a0, a1, a2 = a.tolist() if isinstance(a, np.ndarray) else a
+    b0, b1, b2 = b.tolist() if isinstance(b, np.ndarray) else b
+    return np.array([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0])
 _ORIENTATIONS = frozenset(("quat", "axisangle", "euler", "xyaxes", "zaxis"))
 
 
@@ -85,14 +98,15 @@ def _read_xml(path, text, notes):
 
 
 def _convert(el, file):
-    node = Node(el.tag if isinstance(el.tag, str) else "", dict(el.attrib), file, el.sourceline)
+    # dict(items()): the attributes as dict(attrib) has them, faster through lxml
+    node = Node(el.tag if isinstance(el.tag, str) else "", dict(el.items()), file, el.sourceline)
     stack = [(el, node)]
     while stack:
         src, dst = stack.pop()
         for c in src:
             if not isinstance(c.tag, str):
                 continue
-            n = Node(c.tag, dict(c.attrib), file, c.sourceline)
+            n = Node(c.tag, dict(c.items()), file, c.sourceline)
             dst.children.append(n)
             stack.append((c, n))
     return node
@@ -194,6 +208,17 @@ class Reader:
         return np.array(values)
 
     def number(self, node, attrs, name, default=None):
+        text = attrs.get(name)
+        if text is None and default is not None:
+            return float(default)
+        words = text.split() if text is not None else ()
+        if len(words) == 1:                 # the usual case, without an array; else floats' messages
+            try:
+                value = float(words[0])
+            except ValueError:
+                value = None
+            if value is not None and isfinite(value):
+                return value
         return float(self.floats(node, attrs, name, 1, None if default is None else [default])[0])
 
     def ints(self, node, attrs, name, default):
@@ -240,8 +265,8 @@ class Reader:
             return np.eye(3)
         kind = given[0]
         if kind == "quat":
-            w, x, y, z = self.floats(node, attrs, "quat", 4)
-            if np.hypot(np.hypot(w, x), np.hypot(y, z)) < 1e-12:
+            w, x, y, z = self.floats(node, attrs, "quat", 4).tolist()
+            if hypot(w, x, y, z) < 1e-12:
                 raise self.error(node, f"quat=\"{attrs['quat']}\": a zero quaternion; expected w x y z of a rotation")
             return quat_to_matrix((x, y, z, w))
         if kind == "axisangle":
@@ -254,7 +279,7 @@ class Reader:
             x = self.unit(node, v[:3], "xyaxes")
             y = v[3:] - x * x.dot(v[3:])
             y = self.unit(node, y, "xyaxes (y along x)")
-            return np.column_stack([x, y, np.cross(x, y)])
+            return np.column_stack([x, y, cross(x, y)])
         return z_to(self.unit(node, self.floats(node, attrs, "zaxis", 3), "zaxis"))
 
     def euler(self, node, angles):
@@ -267,22 +292,25 @@ class Reader:
         return R
 
     def unit(self, node, v, what):
-        n = np.linalg.norm(v)
+        v = np.asarray(v, dtype=float)
+        n = sqrt(v.dot(v))                  # what np.linalg.norm computes for a vector, without its overhead
         if n < 1e-12:
             raise self.error(node, f"{what}: a zero vector; expected a direction")
-        return np.asarray(v, dtype=float) / n
+        return v / n
 
     def pose(self, node, attrs):
         T = EYE4.copy()
-        T[:3, :3] = self.rotation(node, attrs)
-        T[:3, 3] = self.floats(node, attrs, "pos", 3, [0.0, 0.0, 0.0])
+        if not _ORIENTATIONS.isdisjoint(attrs):
+            T[:3, :3] = self._rotation(node, attrs)
+        if "pos" in attrs:
+            T[:3, 3] = self.floats(node, attrs, "pos", 3)
         return T
 
 
 def z_to(z):
     """MuJoCo's z2quat: the smallest rotation taking (0, 0, 1) to the unit vector z (a half turn
     about x when z points down)."""
-    axis = np.cross([0.0, 0.0, 1.0], z)
+    axis = cross([0.0, 0.0, 1.0], z)
     s = np.linalg.norm(axis)
     if s < 1e-10:
         axis = np.array([1.0, 0.0, 0.0])
