@@ -37,7 +37,7 @@ import time
 import numpy as np
 
 from ..hil.sources import SimClock
-from .config import check, valid_namespace
+from .config import DEFAULT_REAL_TIME_FACTOR, check, valid_namespace
 from .control import JointController, joint_dofs
 from .pacing import AsyncPublisher, Runner, apply_os_scheduling
 
@@ -55,14 +55,16 @@ def _hooks(listeners, name):
 class Session:
     """A Simulation run under `config` (run/config.py), its steps handed to `listeners`.
 
-    config.real_time_factor (0: as fast as possible) decides here, once, whether publishing
-    is asynchronous and rendering lossless. pause_at: pause each time the simulation reaches
-    that time (again after a reset). log(text): notes (overlaps after a spawn, rejected
-    commands). progress(counters): Runner's progress callback."""
+    config.real_time_factor (0: as fast as possible; None: 1, filled in here) decides here,
+    once, whether publishing is asynchronous and rendering lossless. pause_at: pause each time
+    the simulation reaches that time (again after a reset). log(text): notes (overlaps after a
+    spawn, rejected commands). progress(counters): Runner's progress callback."""
 
     def __init__(self, sim, config, listeners=(), log=None, progress=None, queue=256,
                  jitter_window=4096, pause_at=None):
         self.sim = sim
+        if config.real_time_factor is None:     # not filled in from the models (world.apply_model_settings)
+            config.real_time_factor = DEFAULT_REAL_TIME_FACTOR
         self.config = config
         self.listeners = list(listeners)
         self.log = log or (lambda text: None)

@@ -72,6 +72,8 @@ def _load(r, text, keyframe):
     read_defaults(r, root)
     model = Model(root.get("model") or os.path.splitext(os.path.basename(r.path))[0],
                   gravity=_gravity(r, root))
+    model.gravity_stated = any("gravity" in node.attrib or any("gravity" in flag.attrib for flag in node.each("flag"))
+                               for node in root.each("option"))
     model.source = r.path
     model.settings = {"time_step": _timestep(r, root)}
     meshes = read_meshes(r, root)
