@@ -371,10 +371,11 @@ class Session:
         lowered with `on_ground`, a note for overlaps. `namespace` (a ROS-style namespace, made
         absolute) is kept in session.namespaces for the listeners (the ROS bridge puts the
         model's own topics there). rename: a taken name becomes "<name>_<k>" (the first free k),
-        chosen in the physics thread, so concurrent spawns cannot pick the same. Returns the
-        entity name. ValueError for a taken name, a bad
-        namespace or a model that does not compile (the world is unchanged). Waits for the
-        physics thread (any thread but that one may call it); not running, here and now."""
+        chosen in the physics thread, so concurrent spawns cannot pick the same. The model takes
+        the world's gravity (a note where its file states another). Returns the entity name.
+        ValueError for a taken name, a bad namespace or a model that does not compile (the world
+        is unchanged). Waits for the physics thread (any thread but that one may call it); not
+        running, here and now."""
         if namespace and not valid_namespace(namespace.strip("/") or "?"):
             raise ValueError(f"namespace {namespace!r}: letters, digits and _ in tokens that do not start "
                              "with a digit, separated by single /")
@@ -391,6 +392,12 @@ class Session:
             name = f"{name}_{k}"
         if self.config.hold > 0 and not (model.actuators or model.motors):
             hold_initial_pose([model], self.config.hold)      # as the models loaded at start
+        gravity = self.sim.models[0].gravity
+        if not np.allclose(model.gravity, gravity) and getattr(model, "gravity_stated", True):
+            # a file's world settings (its gravity, as its time step) are not the running world's
+            self.log(f"{name}: gravity {np.asarray(model.gravity).tolist()} of its file not used: the world's "
+                     f"{np.asarray(gravity).tolist()} applies")
+            model.gravity, model.gravity_stated = np.array(gravity, float), False
         self._unpush()
         name = self.sim.add_model(model, name, pose)
         if namespace:
