@@ -705,7 +705,8 @@ def build_parser():
                      "a .xacro file's arguments follow it as name:=value")
     run.add_argument("--duration", type=float,
                      help="simulated seconds (default: the model's end_time, else 5)")
-    run.add_argument("--rtf", type=float, help="real-time factor (default 1; 0 = as fast as possible)")
+    run.add_argument("--rtf", type=float, help="real-time factor (default: the model's, as an SDFormat world's "
+                                                  "<physics> says, else 1; 0 = as fast as possible)")
     run.add_argument("--bag", metavar="DIR", help="also record every topic into this rosbag2 (MCAP) directory")
     run.add_argument("--compression", choices=["zstd"], help="bag storage compression")
     run.add_argument("--transport", default="auto", choices=["auto", "rclpy", "dds", "foxglove", "none"],

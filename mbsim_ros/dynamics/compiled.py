@@ -135,6 +135,23 @@ def _custom_axes(joint, functions):
     return axes, index
 
 
+def world_gravity(models):
+    """The world's gravity: the first model's that states one (Model.gravity_stated: an SDFormat
+    world, MJCF's <option gravity>, a Model given one), else the first model's. Models that state
+    none take it (their gravity set: the physics reads models[0].gravity); ModelError for a
+    stated one that differs."""
+    stated = [m for m in models if getattr(m, "gravity_stated", True)]
+    source = stated[0] if stated else models[0]
+    gravity = np.array(source.gravity, float)
+    for m in models:
+        if not getattr(m, "gravity_stated", True):
+            m.gravity, m.gravity_stated = gravity.copy(), False
+        elif not np.allclose(m.gravity, gravity):
+            raise ModelError(f"models {source.name!r} and {m.name!r} have different gravity "
+                             f"({gravity.tolist()} vs {np.asarray(m.gravity).tolist()}); set one gravity for the world")
+    return gravity
+
+
 def compile_models(models, entities=None, names=None, placements=None) -> Compiled:
     """Compile one Model or a list of them (their coordinates concatenated in the order given).
 
@@ -154,11 +171,7 @@ def compile_models(models, entities=None, names=None, placements=None) -> Compil
     if placements is None:
         placements = [np.eye(4) for _ in models]
     offsets = []
-    gravity = np.asarray(models[0].gravity, float)
-    for m in models[1:]:
-        if not np.allclose(m.gravity, gravity):
-            raise ModelError(f"models {models[0].name!r} and {m.name!r} have different gravity "
-                             f"({gravity.tolist()} vs {np.asarray(m.gravity).tolist()}); set one gravity for the world")
+    gravity = world_gravity(models)
     bodies = []          # dicts, in creation order
     links = []           # (body, R, p)
     functions = []       # custom joints' transform-axis functions (Tree.ta_index[..., 1] indexes them)

@@ -319,7 +319,8 @@ class Physics:
         states, actuator controls, inputs, sensors' schedules and queues) and their names; time
         goes on. The new model starts at its initial q and v (free joints relative to its world
         frame). Its names that clash with names already taken become "<name>/<thing>"
-        (model/names.py). sim.q, sim.v and sim.tau are new arrays afterwards (re-read them)."""
+        (model/names.py). It takes the world's gravity unless it states one (Model.gravity_stated;
+        ValueError for another). sim.q, sim.v and sim.tau are new arrays afterwards (re-read them)."""
         if not isinstance(model, Model):
             raise TypeError(f"add_model: expected a Model, got {type(model).__name__}")
         name = model.name if name is None else name
@@ -329,6 +330,12 @@ class Physics:
                              f"({', '.join(self.entities)}); give the new one another name")
         if not model._finalized:
             model.finalize()
+        gravity = self.models[0].gravity          # the world's, fixed when it was built
+        if not getattr(model, "gravity_stated", True):
+            model.gravity, model.gravity_stated = np.array(gravity, float), False
+        elif not np.allclose(model.gravity, gravity):
+            raise ValueError(f"{name!r} states gravity {np.asarray(model.gravity).tolist()}; the world's is "
+                             f"{np.asarray(gravity).tolist()}")
         placement = _placement(pose, model)
         names = self.names.copy()
         names.add(name, model)

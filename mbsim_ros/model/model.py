@@ -361,6 +361,9 @@ class LoopConstraint:
     params: dict = field(default_factory=dict)
 
 
+DEFAULT_GRAVITY = (0.0, 0.0, -9.80665)     # m/s^2, standard gravity along -z
+
+
 class Model:
     """A multibody model: links connected by joints into a tree, plus frames, sensors and loops.
 
@@ -369,9 +372,13 @@ class Model:
     finalized model's numbers in place, call finalize() again so cached compiled forms rebuild.
     """
 
-    def __init__(self, name: str = "model", gravity=(0.0, 0.0, -9.80665)):
+    def __init__(self, name: str = "model", gravity=None):
         self.name = name
-        self.gravity = np.asarray(gravity, dtype=float)
+        self._gravity = np.asarray(DEFAULT_GRAVITY if gravity is None else gravity, dtype=float)
+        # whether the gravity is the model's say (given here or set, or by a file that states the
+        # world's: an SDFormat world, MJCF's <option gravity>); one that is not takes the world's
+        # (dynamics/compiled.py world_gravity), as Gazebo puts a URDF robot in its world's gravity
+        self.gravity_stated = gravity is not None
         self.links: list[Link] = []
         self.joints: list[Joint] = []
         self.frames: list[Frame] = []
@@ -398,6 +405,16 @@ class Model:
         self.warnings: list[str] = []
         self._finalized = False
         self.revision = 0                     # bumped by every structural change and finalize()
+
+    @property
+    def gravity(self) -> np.ndarray:
+        """m/s^2 in the model's world frame; setting it states it (gravity_stated)."""
+        return self._gravity
+
+    @gravity.setter
+    def gravity(self, value):
+        self._gravity = np.asarray(value, dtype=float)
+        self.gravity_stated = True
 
     # -- building -------------------------------------------------------------------
     def add_link(self, link: Link) -> Link:

@@ -23,7 +23,9 @@ PARAMETERS = {
     "keyframe": ("", None, False, "MJCF: start from this <key> (name); '' = the model's reference pose"),
     "seed": (0, (0, 2**31 - 1), False, "world noise seed"),
     "frame_prefix": ("", None, False, "prepended to every link and sensor frame id"),
-    "real_time_factor": (1.0, (0.0, 1000.0), True, "simulated seconds per wall second; 0 = as fast as possible"),
+    "real_time_factor": (1.0, (0.0, 1000.0), True, "simulated seconds per wall second; 0 = as fast as possible; "
+                                                     "left at 1.0 at start: the config's, else the model's (an "
+                                                     "SDFormat world's), else 1"),
     "catch_up": ("compensatory", None, True, "when behind the wall clock: compensatory (catch up) or "
                                              "conservative (drop the lost time)"),
     "joint_state_rate": (100.0, (0.001, 1e6), True, "joint_states rate in Hz of simulated time (at most the physics rate)"),

@@ -67,9 +67,10 @@ BOUNDS_TOLERANCE = 1e-9                      # m: a point on the boundary is ins
 ENTITY_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 MAX_NAME, MAX_NAMESPACE = 64, 160
 
-# file extension -> the format name spawn_formats lists
+# file extension -> the format name spawn_formats lists (a .xml is read by its root: <mujoco>,
+# <robot> or <sdf>; MJCF is the one that has no other extension)
 SPAWN_FORMATS = {".urdf": "urdf", ".wrl": "vrml", ".osim": "osim", ".yaml": "chrono_yaml", ".yml": "chrono_yaml",
-                 ".sdf": "sdf", ".world": "sdf"}
+                 ".sdf": "sdf", ".world": "sdf", ".xml": "mjcf"}
 
 
 class SimulationInterfaces:
@@ -384,9 +385,10 @@ class SimulationInterfaces:
         out = []
         for folder in [DATA] + self.spawnable_dirs:
             for entry in sorted(os.listdir(folder)) if os.path.isdir(folder) else ():
-                if os.path.splitext(entry)[1].lower() in SPAWN_FORMATS:
-                    path = os.path.join(folder, entry)
-                    out.append(("file://" + os.path.abspath(path), f"{SPAWN_FORMATS[os.path.splitext(entry)[1].lower()]} model"))
+                path = os.path.join(folder, entry)
+                kind = spawn_format(path)
+                if kind is not None:
+                    out.append(("file://" + os.path.abspath(path), f"{kind} model"))
         return OK, "", out
 
     def _load(self, uri, resource_string):
@@ -406,7 +408,7 @@ class SimulationInterfaces:
             with os.fdopen(fd, "w") as f:
                 f.write(resource_string)
         ext = os.path.splitext(path)[1].lower()
-        if ext not in SPAWN_FORMATS and ext != ".xml":
+        if ext not in SPAWN_FORMATS:
             return None, UNSUPPORTED_FORMAT, f"{uri}: unknown model format {ext!r}; spawn_formats: " + \
                 ", ".join(sorted(set(SPAWN_FORMATS.values())))
         try:
@@ -566,11 +568,28 @@ def resolve_uri(uri):
     return path
 
 
+def spawn_format(path):
+    """The format name (SPAWN_FORMATS) of the model file at `path`, a .xml by its root; None
+    for a file that is none of them."""
+    ext = os.path.splitext(path)[1].lower()
+    if ext != ".xml":
+        return SPAWN_FORMATS.get(ext)
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            suffix = guess_suffix(f.read(4096))
+    except OSError:
+        return None
+    return {".xml": "mjcf", ".urdf": "urdf", ".sdf": "sdf"}.get(suffix)
+
+
 def guess_suffix(text):
     """The file extension of a model given as text, by its content."""
+    from ..formats.mjcf import is_mjcf
     head = text.lstrip()[:4096]
     if head.startswith("#VRML"):
         return ".wrl"
+    if is_mjcf(head.encode("utf-8", "replace")):      # by its root: a URDF's <mujoco> extension is no MJCF
+        return ".xml"
     if "<robot" in head:
         return ".urdf"
     if "<sdf" in head:

@@ -24,7 +24,8 @@ CHOICES = {"integrator": ("semi-implicit-euler", "rk4"), "contact": ("lcp", "pen
            "catch_up": ("compensatory", "conservative")}
 COMMAND_INTERFACES = ("position", "velocity", "effort")
 # left open (None / ""), these come from the models' settings (world.apply_model_settings)
-FROM_MODEL = ("dt", "duration", "contact")
+FROM_MODEL = ("dt", "duration", "contact", "real_time_factor")
+DEFAULT_REAL_TIME_FACTOR = 1.0     # when neither the user nor the models say
 RATES = ("joint_state_rate", "tf_rate", "clock_rate", "diagnostics_rate")     # Hz
 
 
@@ -55,7 +56,8 @@ class RunConfig:
     contact: str = _setting("", "lcp | penalty | none; '' = the model's contact method, else lcp")
     massless_armature: float = _setting(0.0, "kg m^2 (kg): armature for joints moving only massless links; 0 = refuse them")
     hold: float = _setting(2000.0, "joint springs holding the initial pose (0: off)")
-    real_time_factor: float = _setting(1.0, "0 = as fast as possible")
+    real_time_factor: float | None = _setting(None, "0 = as fast as possible; None = the model's (an SDFormat "
+                                                    "world's <physics>), else 1")
     catch_up: str = _setting("compensatory", "compensatory | conservative")
     realtime_priority: int = _setting(0, "physics thread under SCHED_FIFO at this priority (1-99; 0 = off)")
     cpu: int | None = _setting(None, "physics thread pinned to this core (None = anywhere)")
@@ -83,8 +85,10 @@ class RunConfig:
     @property
     def paced(self) -> bool:
         """Whether the run keeps to the wall clock: real_time_factor 0 means as fast as possible,
-        and this is the one place that reads it so."""
-        return self.real_time_factor > 0
+        and this is the one place that reads it so (None, not yet filled in from the models:
+        DEFAULT_REAL_TIME_FACTOR)."""
+        rtf = DEFAULT_REAL_TIME_FACTOR if self.real_time_factor is None else self.real_time_factor
+        return rtf > 0
 
     def replace(self, **changes) -> "RunConfig":
         """A copy with `changes` checked and applied (ConfigError naming a bad one)."""
@@ -197,7 +201,7 @@ def check(key, value, where):
             x = float(value)
         except (TypeError, ValueError):
             raise ConfigError(f"{where}: {key} must be a number, got {value!r}") from None
-        positive = key.endswith("_rate") or key in FROM_MODEL
+        positive = key.endswith("_rate") or key in ("dt", "duration")
         if not math.isfinite(x) or x < 0 or (x == 0 and positive):
             raise ConfigError(f"{where}: {key} must be a finite number {'> 0' if positive else '>= 0'}, got {value!r}")
         if key in ("realtime_priority", "cpu"):

@@ -37,7 +37,7 @@ import time
 import numpy as np
 
 from ..hil.sources import SimClock
-from .config import check, valid_namespace
+from .config import DEFAULT_REAL_TIME_FACTOR, check, valid_namespace
 from .control import JointController, joint_dofs
 from .pacing import AsyncPublisher, Runner, apply_os_scheduling
 
@@ -55,14 +55,16 @@ def _hooks(listeners, name):
 class Session:
     """A Simulation run under `config` (run/config.py), its steps handed to `listeners`.
 
-    config.real_time_factor (0: as fast as possible) decides here, once, whether publishing
-    is asynchronous and rendering lossless. pause_at: pause each time the simulation reaches
-    that time (again after a reset). log(text): notes (overlaps after a spawn, rejected
-    commands). progress(counters): Runner's progress callback."""
+    config.real_time_factor (0: as fast as possible; None: 1, filled in here) decides here,
+    once, whether publishing is asynchronous and rendering lossless. pause_at: pause each time
+    the simulation reaches that time (again after a reset). log(text): notes (overlaps after a
+    spawn, rejected commands). progress(counters): Runner's progress callback."""
 
     def __init__(self, sim, config, listeners=(), log=None, progress=None, queue=256,
                  jitter_window=4096, pause_at=None):
         self.sim = sim
+        if config.real_time_factor is None:     # not filled in from the models (world.apply_model_settings)
+            config.real_time_factor = DEFAULT_REAL_TIME_FACTOR
         self.config = config
         self.listeners = list(listeners)
         self.log = log or (lambda text: None)
@@ -369,10 +371,11 @@ class Session:
         lowered with `on_ground`, a note for overlaps. `namespace` (a ROS-style namespace, made
         absolute) is kept in session.namespaces for the listeners (the ROS bridge puts the
         model's own topics there). rename: a taken name becomes "<name>_<k>" (the first free k),
-        chosen in the physics thread, so concurrent spawns cannot pick the same. Returns the
-        entity name. ValueError for a taken name, a bad
-        namespace or a model that does not compile (the world is unchanged). Waits for the
-        physics thread (any thread but that one may call it); not running, here and now."""
+        chosen in the physics thread, so concurrent spawns cannot pick the same. The model takes
+        the world's gravity (a note where its file states another). Returns the entity name.
+        ValueError for a taken name, a bad namespace or a model that does not compile (the world
+        is unchanged). Waits for the physics thread (any thread but that one may call it); not
+        running, here and now."""
         if namespace and not valid_namespace(namespace.strip("/") or "?"):
             raise ValueError(f"namespace {namespace!r}: letters, digits and _ in tokens that do not start "
                              "with a digit, separated by single /")
@@ -389,6 +392,12 @@ class Session:
             name = f"{name}_{k}"
         if self.config.hold > 0 and not (model.actuators or model.motors):
             hold_initial_pose([model], self.config.hold)      # as the models loaded at start
+        gravity = self.sim.models[0].gravity
+        if not np.allclose(model.gravity, gravity) and getattr(model, "gravity_stated", True):
+            # a file's world settings (its gravity, as its time step) are not the running world's
+            self.log(f"{name}: gravity {np.asarray(model.gravity).tolist()} of its file not used: the world's "
+                     f"{np.asarray(gravity).tolist()} applies")
+            model.gravity, model.gravity_stated = np.array(gravity, float), False
         self._unpush()
         name = self.sim.add_model(model, name, pose)
         if namespace:

@@ -7,6 +7,7 @@ import re
 import warnings
 
 from ..model import ConfigError
+from .config import DEFAULT_REAL_TIME_FACTOR
 
 
 DATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "models")
@@ -186,21 +187,24 @@ MAX_STEPS = 1e15         # a duration longer than this many steps is refused (it
 
 
 def apply_model_settings(config, models):
-    """Fill config's dt, duration and contact where the configuration leaves them open (None,
-    "") from the first model that says (Model.settings time_step and end_time, as Chrono YAML
-    files carry them; Model.contact_method); dt falls back to DEFAULT_DT, contact to lcp, duration
-    stays None (the caller's default). A value the user gave wins. Returns notes saying which
-    value is used wherever a model has one."""
+    """Fill config's dt, duration, contact and real_time_factor where the configuration leaves
+    them open (None, "") from the first model that says (Model.settings time_step, end_time and
+    real_time_factor, as Chrono YAML and SDFormat world files carry them; Model.contact_method);
+    dt falls back to DEFAULT_DT, contact to lcp, real_time_factor to DEFAULT_REAL_TIME_FACTOR,
+    duration stays None (the caller's default). A value the user gave wins. Returns notes saying
+    which value is used wherever a model has one."""
     def setting(name):
         return lambda m: (getattr(m, "settings", None) or {}).get(name)
     notes = []
     for key, what, get in (("dt", "time_step", setting("time_step")), ("duration", "end_time", setting("end_time")),
-                           ("contact", "contact method", lambda m: getattr(m, "contact_method", None))):
-        found = next(((m.name, get(m)) for m in models if get(m)), None)
+                           ("contact", "contact method", lambda m: getattr(m, "contact_method", None)),
+                           ("real_time_factor", "real_time_factor", setting("real_time_factor"))):
+        said = (lambda v: v is not None) if key == "real_time_factor" else bool    # a world's rtf 0 is said
+        found = next(((m.name, get(m)) for m in models if said(get(m))), None)
         if found is None:
             continue
         name, value = found
-        unit = "" if key == "contact" else " s"
+        unit = " s" if key in ("dt", "duration") else ""
         if getattr(config, key) in (None, ""):
             setattr(config, key, value if key == "contact" else float(value))
             notes.append(f"{key} {getattr(config, key)}{unit}: model {name}'s {what}")
@@ -213,6 +217,8 @@ def apply_model_settings(config, models):
                           "steps (about 30000 years at 1 kHz): expected a shorter duration")
     if not config.contact:
         config.contact = "lcp"
+    if config.real_time_factor is None:
+        config.real_time_factor = DEFAULT_REAL_TIME_FACTOR
     return notes
 
 

@@ -58,7 +58,7 @@ def test_features_list_what_this_simulation_does(services):
     codes, formats, _ = services.features()
     assert codes == [0, 1, 6, 7, 8, 9, 10, 11, 12, 14, 20, 21, 22, 23, 24, 25, 26, 31, 32, 33]
     assert 4 not in codes and 5 not in codes   # no ENTITY_TAGS (no entity has tags), no GetEntityBounds
-    assert formats == ["chrono_yaml", "osim", "sdf", "urdf", "vrml"]
+    assert formats == ["chrono_yaml", "mjcf", "osim", "sdf", "urdf", "vrml"]
 
 
 def test_states_and_transitions(services):
@@ -355,6 +355,43 @@ def test_spawn_read_teleport_delete(services, tmp_path):
     np.testing.assert_allclose(ball["linear"][:2], [0.1, 0], atol=1e-12)   # kept through the delete
     assert services.reset(si.SCOPE_ALL)[0] == si.OK
     assert services.entity_names() == ["ball", "arm"] and services.sim.t == 0.0
+
+
+# MuJoCo's 9.81 stated in the file: the running world's gravity (G) applies to a spawned model
+ARM_MJCF = """<mujoco model="marm"><option gravity="0 0 -9.81"/><worldbody>
+  <body name="upper"><freejoint name="float"/><geom type="sphere" size="0.05" mass="1"/>
+    <body name="fore" pos="0.3 0 0"><joint name="elbow" type="hinge" axis="0 1 0"/>
+      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03" mass="0.5"/></body></body>
+</worldbody></mujoco>"""
+
+
+def test_spawn_an_mjcf_model_as_a_urdf_one(services, tmp_path):
+    """MJCF spawns from a resource string and from a file URI (a .xml, listed by spawnables) as
+    URDF does: its bodies are links of the new entity, its joints join the joint_states, and it
+    falls in the world's gravity, not the 9.81 its file states (a note says so): semi-implicit
+    Euler's p_n = p0 + dt^2 g n (n + 1) / 2 for its free root (uniform gravity moves no joint)."""
+    unit = [0, 0, 0, 1]
+    notes = []
+    services.session.log = notes.append
+    assert "mjcf" in services.features()[1]
+    code, message, name = services.spawn("marm", False, "", ARM_MJCF, "", "", [0.0, 1.0, 2.0], unit)
+    assert (code, name) == (si.OK, "marm"), message
+    assert any("gravity [0.0, 0.0, -9.81] of its file not used" in n for n in notes), notes
+    assert services.entity_state("marm/fore")[0] == si.OK
+    n = 100
+    assert services.step(n)[0] == si.OK
+    code, _, st = services.entity_state("marm")
+    np.testing.assert_allclose(st["position"], [0, 1, 2 - DT ** 2 * G * n * (n + 1) / 2], atol=1e-9)
+    np.testing.assert_allclose(services.entity_state("marm/fore")[2]["position"],
+                               [0.3, 1, 2 - DT ** 2 * G * n * (n + 1) / 2], atol=1e-9)
+    assert "elbow" in services.capture.got[services.bridge.ns + "/joint_states"][-1].name
+    path = tmp_path / "marm.xml"
+    path.write_text(ARM_MJCF)
+    services.spawnable_dirs = [str(tmp_path)]
+    assert ("file://" + str(path), "mjcf model") in services.spawnables()[2]
+    code, message, name = services.spawn("", True, "file://" + str(path), "", "", "", [2.0, 0, 1.0], unit)
+    assert code == si.OK and name not in ("marm", "") and name in services.entity_names(), message
+    np.testing.assert_allclose(services.entity_state(name)[2]["position"], [2, 0, 1], atol=1e-12)
 
 
 ARM_URDF = """<robot name="bot">

@@ -75,6 +75,8 @@ def _load(r, text, keyframe):
     read_defaults(r, root)
     model = Model(root.get("model") or os.path.splitext(os.path.basename(r.path))[0],
                   gravity=_gravity(r, root))
+    model.gravity_stated = any("gravity" in node.attrib or any("gravity" in flag.attrib for flag in node.each("flag"))
+                               for node in root.each("option"))
     model.source = r.path
     # MuJoCo's collision filters: bodies of one model meet, except a body and its parent
     # (unless the parent is welded to the world), geoms passing the contype/conaffinity test

@@ -41,6 +41,7 @@ class Builder(JointReading, TreeBuilding, ForceReading, GeometryReading):
         r.index(self.el)
         self.bodies = self.read_bodies()
         model.gravity = r.numbers(self.el, "gravity", 3, [0.0, -9.80665, 0.0])
+        model.gravity_stated = True       # along OpenSim's -y: not the z-up world's of other files
         r.report("model", name, f"OpenSim document version {r.version} ({self.layout} layout), "
                                 f"gravity {model.gravity.tolist()} m/s^2")
         if self.layout != "4.x":

@@ -4,8 +4,9 @@
 
 A world file gives one Model holding all its models (each model's links and joints; a static
 model's links welded to the world), its gravity, and its physics' max_step_size and
-real_time_factor as model.settings["time_step"] (the run's default step) and
-["real_time_factor"] (kept, not applied by the run).
+real_time_factor as model.settings["time_step"] and ["real_time_factor"]: the run's defaults
+where the user gives none (run/world.py apply_model_settings). A real_time_factor <= 0 is 0,
+as fast as possible, as gz-sim runs it.
 A model file gives that model. Names: a model's own links, joints, frames and sensors keep
 their names; a nested or included model's are scoped as SDFormat scopes them ("arm::link");
 in a world, a name an earlier model already holds is qualified with its model ("box::link").
@@ -23,10 +24,10 @@ import os
 
 import numpy as np
 
-from ...model import Frame, Model, ModelError
+from ...model import Frame, Model
 from .bodies import Body, coupler, free_joint, read_joint, read_link, weld
 from .document import Reader, child, children, local, version_tuple
-from .scopes import SEP, Scope, build_model, build_world
+from .scopes import SEP, build_model, build_world
 from .sensors import read_joint_sensor, read_sensor
 
 DEFAULT_GRAVITY = (0.0, 0.0, -9.8)    # SDFormat's <gravity> default
@@ -57,6 +58,7 @@ def load_sdf(path, floating_base: bool = False, package_paths=None, text=None) -
             raise reader.error(models[1], "a second <model> at the top of the file; expected one (or a <world>)")
         tops = [build_model(reader, models[0], version, folder)]
         model = Model(tops[0].name, gravity=DEFAULT_GRAVITY)
+        model.gravity_stated = False      # a model file says nothing of its world's gravity
         world = None
     else:
         raise reader.error(root, "no <world> or <model>; expected one of them")
@@ -81,7 +83,10 @@ def _physics(reader, world_el, model):
         return
     chosen = next((b for b in blocks if (b.get("default") or "").strip().lower() in ("true", "1")), blocks[0])
     step = reader.number(chosen, "max_step_size", 0.001, positive=True)
-    rtf = reader.number(chosen, "real_time_factor", 1.0, nonnegative=True)
+    rtf = reader.number(chosen, "real_time_factor", 1.0)
+    if rtf < 0:          # gz-sim paces no step (period 0) below 1e-9: as fast as possible, our 0
+        reader.note(child(chosen, "real_time_factor"), f"real_time_factor {rtf:g}: 0, as fast as possible")
+        rtf = 0.0
     model.settings = {"time_step": step, "real_time_factor": rtf}
     engine = (chosen.get("type") or "ode").strip()
     model.report.append(("physics", chosen.get("name") or "default",
