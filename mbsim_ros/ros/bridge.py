@@ -308,9 +308,9 @@ class Bridge:
         if due & CLOCK_BIT and wanted["clock"]:
             work.append(("clock", t))
         if due & JOINT_STATES_BIT:
-            if wanted["joint_states"]:
+            if wanted["joint_states"]:       # with the names of that step (a spawn may change them)
                 work.append(("joint_states", "joint_states", t, sim.q[layout.dof_q], sim.v[layout.dof_v],
-                             sim.tau[layout.dof_v], layout.dof_names))    # the names of that step (a spawn may change them)
+                             sim.tau[layout.dof_v], layout.dof_names))
             for entity, (iq, iv, names) in layout.namespaced_dofs.items():
                 key = f"joint_states/{entity}"
                 if wanted.get(key):
