@@ -187,64 +187,65 @@ def test_tf_quaternion_is_shepperd_near_180_degrees():
 
 def reference_write(bridge, work):
     """What Bridge._write did before templates: rosbags message objects via messages.*, handed
-    to the transport as Bridge._write hands them (bridge._send batches)."""
-    bridge._batch = []
+    to the transport as Bridge._write hands them (its MessageWriter's send batches)."""
+    bridge.writer.batch = []
     reference_fill(bridge, work)
-    bridge.transport.publish_many(bridge._batch)
+    bridge.transport.publish_many(bridge.writer.batch)
 
 
 def reference_fill(bridge, work):
     msg = m
+    send = bridge.writer.send
     for item in work:
         kind = item[0]
         if callable(kind):        # a kinematic sensor's bound writer: its reading, on its own topic
-            dev = next(d for d, writer in bridge.templates.values() if writer is kind)
+            dev = next(d for d, writer in bridge.writer.templates.values() if writer is kind)
             item = ("reading", dev, item[1], "")
             kind = "reading"
         if kind == "clock":
-            bridge._send("clock", msg.clock(item[1]), item[1])
+            send("clock", msg.clock(item[1]), item[1])
         elif kind == "joint_states":
             _, key, t, q, v, tau, names = item
-            bridge._send(key, msg.joint_state(t, names, q, v, tau), t)
+            send(key, msg.joint_state(t, names, q, v, tau), t)
         elif kind == "actuator_controls":
             _, t, controls = item
-            bridge._send("actuator_controls/state", msg.joint_state(t, bridge.actuator_names, effort=controls), t)
+            send("actuator_controls/state", msg.joint_state(t, bridge.actuator_names, effort=controls), t)
         elif kind == "tf":
             _, t, R, p, (frames, parent, child, child_R, child_p) = item
             values = np.zeros((len(frames), 7))
             tpl.tf_values(R, p, parent, child, child_R, child_p, values.reshape(-1), np.arange(len(values)) * 7)
-            bridge._send("tf", tf_reference(t, frames, values), t)
+            send("tf", tf_reference(t, frames, values), t)
         elif kind == "reading":
             dev, r, suffix = item[1], item[2], item[3]
             frame, stamp, key = bridge.frame(r.frame), r.stamp, dev.name + suffix
             if dev.kind == "accelerometer":
-                bridge._send(key, msg.imu(stamp, frame, accel=r.values, accel_variance=dev.variance), stamp)
+                send(key, msg.imu(stamp, frame, accel=r.values, accel_variance=dev.variance), stamp)
             elif dev.kind == "gyro":
-                bridge._send(key, msg.imu(stamp, frame, gyro=r.values, gyro_variance=dev.variance), stamp)
+                send(key, msg.imu(stamp, frame, gyro=r.values, gyro_variance=dev.variance), stamp)
             elif dev.kind == "force":
-                bridge._send(key, msg.wrench(stamp, frame, r.values), stamp)
+                send(key, msg.wrench(stamp, frame, r.values), stamp)
             elif dev.kind == "range":       # the scan: the ring nearest the horizon; a cloud of every ring
                 ring = r.values[dev.scan_ring * dev.columns:(dev.scan_ring + 1) * dev.columns]
-                bridge._send(key, msg.laser_scan(stamp, frame, ring, dev.angle_min, dev.angle_increment,
-                                                 dev.angle_max, dev.range_min, dev.range_max, dev.scan_time), stamp)
+                send(key, msg.laser_scan(stamp, frame, ring, dev.angle_min, dev.angle_increment,
+                                         dev.angle_max, dev.range_min, dev.range_max, dev.scan_time), stamp)
                 if not suffix and dev.name + "/points" in bridge.pubs:
-                    bridge._send(dev.name + "/points", msg.lidar_cloud(stamp, frame, r.values, dev.laser_directions,
-                                                                        r.intensities), stamp)
+                    send(dev.name + "/points", msg.lidar_cloud(stamp, frame, r.values, dev.laser_directions,
+                                                                r.intensities), stamp)
             elif dev.kind == "camera":
                 info = msg.camera_info(stamp, frame, dev.width, dev.height, dev.fx, dev.fy, dev.cx, dev.cy)
                 if r.values.color is not None:
-                    bridge._send(dev.name + "/image_raw", msg.image(stamp, frame, r.values.color), stamp)
-                    bridge._send(dev.name + "/camera_info", info, stamp)
+                    send(dev.name + "/image_raw", msg.image(stamp, frame, r.values.color), stamp)
+                    send(dev.name + "/camera_info", info, stamp)
                 if r.values.depth is not None:
-                    bridge._send(dev.name + "/depth/image_raw", msg.image(stamp, frame, r.values.depth), stamp)
-                    bridge._send(dev.name + "/depth/camera_info", info, stamp)
+                    send(dev.name + "/depth/image_raw", msg.image(stamp, frame, r.values.depth), stamp)
+                    send(dev.name + "/depth/camera_info", info, stamp)
         elif kind == "imu":
             _, topic, acc, gyro, ra, rg = item
             g = rg.values if rg is not None and abs(rg.stamp - ra.stamp) < 1e-9 else None
-            bridge._send(topic, msg.imu(ra.stamp, bridge.frame(acc.frame), accel=ra.values, gyro=g,
-                                        accel_variance=acc.variance, gyro_variance=gyro.variance), ra.stamp)
+            send(topic, msg.imu(ra.stamp, bridge.frame(acc.frame), accel=ra.values, gyro=g,
+                                accel_variance=acc.variance, gyro_variance=gyro.variance), ra.stamp)
         elif kind == "diagnostics":
-            bridge._send("diagnostics", msg.diagnostics(item[1], bridge._statuses(item[2]())), item[1])
+            send("diagnostics", msg.diagnostics(item[1], bridge._statuses(item[2]())), item[1])
 
 
 def published(model, overrides, seconds, reference):
