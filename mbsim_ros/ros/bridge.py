@@ -338,4 +338,5 @@ class Bridge:
         self.writer.write(work)
 
     def _statuses(self, stats):
-        return diagnostics.statuses(stats, self.config, self.sim, self.hil) + self.transport.statuses()
+        config = self.session.config if self.session is not None else self.config    # the run's own target rtf
+        return diagnostics.statuses(stats, config, self.sim, self.hil) + self.transport.statuses()
