@@ -6,7 +6,7 @@ from __future__ import annotations
 
 def statuses(stats, config, sim, hil=None):
     """[(name, level, message, {key: text})] for a diagnostic_msgs/DiagnosticArray."""
-    rtf_target = float(config.real_time_factor)
+    rtf_target = config.target_rtf
     rtf = stats.get("rtf_recent", stats.get("rtf"))
     level = 0
     message = "running"

@@ -236,7 +236,7 @@ def main(args=None, listeners=None):
     # STATE_QUITTING: the loop below ends once the response has had 0.5 s to leave
     create_services(node, session, bridge, quit=lambda: threading.Timer(0.5, stop.append, ("quit",)).start())
     log.info(f"simulating {', '.join(m.name for m in models)} at real-time factor "
-             f"{config.real_time_factor:g}, dt {session.sim.dt:g} s"
+             f"{config.target_rtf:g}, dt {session.sim.dt:g} s"
              f"{'' if config.duration is None else ', pausing at t = %g s' % config.duration}; "
              f"topics and services under {bridge.ns}")
     executor = MultiThreadedExecutor(num_threads=4)   # a stepping service blocks one thread

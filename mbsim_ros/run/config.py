@@ -83,12 +83,16 @@ class RunConfig:
     actuators_enabled: bool = _setting(True, "the models' actuators on (sim.actuators_enabled)")
 
     @property
+    def target_rtf(self) -> float:
+        """The real-time factor asked for: real_time_factor, or DEFAULT_REAL_TIME_FACTOR while it
+        is None (not yet filled in from the models)."""
+        return float(DEFAULT_REAL_TIME_FACTOR if self.real_time_factor is None else self.real_time_factor)
+
+    @property
     def paced(self) -> bool:
         """Whether the run keeps to the wall clock: real_time_factor 0 means as fast as possible,
-        and this is the one place that reads it so (None, not yet filled in from the models:
-        DEFAULT_REAL_TIME_FACTOR)."""
-        rtf = DEFAULT_REAL_TIME_FACTOR if self.real_time_factor is None else self.real_time_factor
-        return rtf > 0
+        and this is the one place that reads it so."""
+        return self.target_rtf > 0
 
     def replace(self, **changes) -> "RunConfig":
         """A copy with `changes` checked and applied (ConfigError naming a bad one)."""

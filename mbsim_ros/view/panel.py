@@ -313,10 +313,7 @@ class Panel:
 
 def _config_rtf(session):
     config = getattr(session, "config", None)
-    try:
-        return float(config.real_time_factor)
-    except Exception:
-        return 1.0
+    return config.target_rtf if config is not None else 1.0
 
 
 def _fmt(x):
