@@ -19,7 +19,6 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -86,9 +85,17 @@ def test_subscribers_and_one_that_never_reads(tmp_path):
         from std_srvs.srv import SetBool
         assert probe.call(SetBool, NS + "/pause", SetBool.Request(data=False)).success
     finally:
+        # continued and asked to end (SIGTERM: a clean rclpy shutdown), killed only if it will
+        # not: a reader killed inside Fast DDS's shared-memory transport leaves its port's lock
+        # held, and every later participant that opens that port waits on it for ever
         for s in subs:
             if s.poll() is None:
                 s.send_signal(signal.SIGCONT)
+                s.terminate()
+        for s in subs:
+            try:
+                s.wait(timeout=20)
+            except subprocess.TimeoutExpired:
                 s.kill()
                 s.wait()
         probe.close()
