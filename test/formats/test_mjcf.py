@@ -121,6 +121,8 @@ def _bad(tmp_path, body, name="bad.xml"):
     ('<mujoco><worldbody>\n<body><joint/><geom size="1"/></body></worldbody><actuator>\n<motor joint="nope"/></actuator></mujoco>', 3, "joint=\"nope\": no joint"),
     ('<mujoco><worldbody>\n<body><geom size="1" zaxis="0 0 0"/></body></worldbody></mujoco>', 2, "a zero vector"),
     ('<mujoco><compiler angle="grad"/>\n</mujoco>', 1, "expected one of degree, radian"),
+    ('<mujoco><worldbody><body><joint name="j"/><geom size="1"/></body></worldbody><tendon><fixed>\n'
+     '<joint joint="j"/></fixed></tendon></mujoco>', 2, "expected coef="),
 ])
 def test_bad_input_is_a_model_error_naming_file_line_and_element(tmp_path, text, line, expected):
     message = _bad(tmp_path, text)

@@ -78,23 +78,43 @@ def test_the_contact_fixture_uses_every_filter():
                                        ("f", "a"), ("base", "worldbody"))} & pairs
 
 
-def test_tendon_equalities_hold_where_mujocos_do():
-    """Our couplers' q_dependent = f(q_independent), put into MuJoCo's qpos at random states,
-    leave MuJoCo's equality constraint rows with no violation (efc_pos; 1e-12: rounding)."""
-    import mbsim_ros as mb
-    path = str(OWN_MODELS / "mjcf" / "tendons.xml")
-    model = mb.load_model(path)
-    couplers = {c.name: c for c in model.couplers}
-    assert set(couplers) == {"fingers", "thumb"} and model.joint("nail").locked
+def _equality_rows_hold(path, model, locked=()):
+    """At random states with each coupler's dependent joint set from its independent one (and
+    the locked joints where they start), MuJoCo's equality rows report no violation (efc_pos;
+    1e-12: rounding). Returns how many rows were checked."""
     m = mujoco.MjModel.from_xml_path(path)
     d = mujoco.MjData(m)
     rng = np.random.default_rng(3)
     for _ in range(5):
         d.qpos[:] = m.qpos0 + rng.uniform(-0.5, 0.5, m.nq)
-        d.qpos[m.joint("nail").qposadr[0]] = m.qpos0[m.joint("nail").qposadr[0]]      # locked where it starts
-        for c in couplers.values():
+        for name in locked:
+            d.qpos[m.joint(name).qposadr[0]] = m.qpos0[m.joint(name).qposadr[0]]
+        for c in model.couplers:
             d.qpos[m.joint(c.dependent).qposadr[0]] = c.function(d.qpos[m.joint(c.independent).qposadr[0]])
         mujoco.mj_forward(m, d)
         rows = d.efc_type[:d.nefc] == mujoco.mjtConstraint.mjCNSTR_EQUALITY
-        assert rows.sum() == 3
         assert np.abs(d.efc_pos[:d.nefc][rows]).max() < 1e-12, d.efc_pos[:d.nefc][rows]
+    return int(rows.sum())
+
+
+def test_tendon_equalities_hold_where_mujocos_do():
+    """Our couplers' q_dependent = f(q_independent), put into MuJoCo's qpos, satisfy MuJoCo's
+    own tendon equality constraints."""
+    import mbsim_ros as mb
+    path = str(OWN_MODELS / "mjcf" / "tendons.xml")
+    model = mb.load_model(path)
+    assert {c.name for c in model.couplers} == {"fingers", "thumb"} and model.joint("nail").locked
+    assert _equality_rows_hold(path, model, locked=["nail"]) == 3
+
+
+def test_a_tendon_whose_first_coefficient_is_zero_ties_the_other_joint(tmp_path):
+    import mbsim_ros as mb
+    path = tmp_path / "zero.xml"
+    path.write_text('<mujoco><worldbody><body><joint name="a"/><geom size="0.1"/><body pos="0 0 0.5">'
+                    '<joint name="b" type="slide"/><geom size="0.1"/></body></body></worldbody>'
+                    '<tendon><fixed name="t"><joint joint="a" coef="0"/><joint joint="b" coef="2"/></fixed></tendon>'
+                    '<equality><tendon tendon1="t" polycoef="0.1 0 0 0 0"/></equality></mujoco>')
+    model = mb.load_model(str(path))
+    (coupler,) = model.couplers
+    assert (coupler.dependent, coupler.independent) == ("b", "a")
+    assert _equality_rows_hold(str(path), model) == 1

@@ -38,7 +38,9 @@ def read_fixed_tendons(r, root, joints):
                 if joint.type not in _ONE_COORDINATE:
                     raise r.error(c, f"joint \"{joint.name}\" is a {joint.type} joint: a fixed tendon takes "
                                      "hinge and slide joints")
-                terms.append((joint, r.number(c, c.attrib, "coef", 0.0)))
+                if "coef" not in c.attrib:
+                    raise r.error(c, "expected coef=\"...\" (the joint's coefficient in the tendon's length)")
+                terms.append((joint, r.number(c, c.attrib, "coef")))
             if not terms:
                 raise r.error(node, "a fixed tendon needs at least one <joint>")
             own = [k for k in _TENDON_OWN if k in a]
@@ -62,8 +64,9 @@ def tendon_coupler(r, node, a, name, model, tendons):
             r.note(node, "a joint held at an offset from its reference is held at its initial position")
         joint.locked = True
         return
-    if t2 is None and len(first) == 2 and first[0][1] != 0:
-        (dep, c_dep), (ind, c_ind) = first
+    if t2 is None and len(first) == 2 and (first[0][1] != 0 or first[1][1] != 0):
+        # solved for a joint whose coefficient is not 0 (the first one, where it can be)
+        (dep, c_dep), (ind, c_ind) = first if first[0][1] != 0 else first[::-1]
         # c_dep (q_dep - q_dep0) + c_ind (q_ind - q_ind0) = polycoef[0]
         coefs = np.array([float(dep.q0[0]) + poly[0] / c_dep, -c_ind / c_dep])
     elif t2 is not None and len(first) == 1 and len(tendons[t2]) == 1 and first[0][1] != 0:
@@ -73,7 +76,7 @@ def tendon_coupler(r, node, a, name, model, tendons):
         coefs = poly * c_ind ** np.arange(5) / c_dep
         coefs[0] += float(dep.q0[0])
     else:
-        r.note(node, "a tendon equality over more than two joints is not simulated")
+        r.note(node, "a tendon equality that does not tie one joint to one other is not simulated")
         return
     model.couplers.append(CoordinateCoupler(name, dep.name, ind.name, Function(
         breaks=[float(ind.q0[0]), np.inf], coefs=[coefs], extrapolate="extend")))
