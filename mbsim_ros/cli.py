@@ -145,7 +145,7 @@ def _run(args, config, view):
             import shutil
             shutil.rmtree(args.bag, ignore_errors=True)     # created above by this run, still empty
         raise
-    rtf = config.real_time_factor
+    rtf = config.target_rtf
     # SIGINT / SIGTERM: the run ends at the next step, then all below as at its end (the bag
     # closed and complete, the summary, status 0), as the sim_node does. Caught before the
     # "simulating" line, which tells a supervisor the run is on (a stop before run() starts makes

@@ -37,7 +37,7 @@ import time
 import numpy as np
 
 from ..hil.sources import SimClock
-from .config import DEFAULT_REAL_TIME_FACTOR, check, valid_namespace
+from .config import check, valid_namespace
 from .control import JointController, joint_dofs
 from .pacing import AsyncPublisher, Runner, apply_os_scheduling
 
@@ -55,7 +55,7 @@ def _hooks(listeners, name):
 class Session:
     """A Simulation run under `config` (run/config.py), its steps handed to `listeners`.
 
-    config.real_time_factor (0: as fast as possible; None: 1, filled in here) decides here,
+    config.target_rtf (0: as fast as possible; 1 while real_time_factor is left open) decides here,
     once, whether publishing is asynchronous and rendering lossless. pause_at: pause each time
     the simulation reaches that time (again after a reset). log(text): notes (overlaps after a
     spawn, rejected commands). progress(counters): Runner's progress callback."""
@@ -63,8 +63,6 @@ class Session:
     def __init__(self, sim, config, listeners=(), log=None, progress=None, queue=256,
                  jitter_window=4096, pause_at=None):
         self.sim = sim
-        if config.real_time_factor is None:     # not filled in from the models (world.apply_model_settings)
-            config.real_time_factor = DEFAULT_REAL_TIME_FACTOR
         self.config = config
         self.listeners = list(listeners)
         self.log = log or (lambda text: None)
@@ -77,7 +75,7 @@ class Session:
         self._wrenches = []              # [link index in sim.compiled, world link name, (F, T), steps left]
         self._wrench_tau = None          # the generalized force they added to sim.tau last
         self._k_pause = None if pause_at is None else int(round(pause_at / sim.dt))
-        self.runner = Runner(sim, rtf=config.real_time_factor, policy=config.catch_up, progress=progress,
+        self.runner = Runner(sim, rtf=config.target_rtf, policy=config.catch_up, progress=progress,
                              realtime_priority=config.realtime_priority, cpu=config.cpu,
                              jitter_window=jitter_window, on_step=self._after_step)
         # arrival stamps of real devices: the runner's wall clock -> simulation time

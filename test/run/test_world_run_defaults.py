@@ -91,7 +91,7 @@ def test_a_world_at_zero_or_below_runs_as_fast_as_possible(tmp_path, rtf):
 
 def test_left_open_is_paced_at_one_until_filled_in():
     config = load_config()
-    assert config.real_time_factor is None and config.paced
+    assert config.real_time_factor is None and config.paced and config.target_rtf == 1.0
 
 
 URDF = """<robot name="crate"><link name="base"><inertial><mass value="1"/><origin xyz="0 0 0"/>
