@@ -237,9 +237,9 @@ class SimulationInterfaces:
             rx = re.compile(pattern or "")
         except re.error as e:
             return OPERATION_FAILED, f"filter {_short(pattern)} is not a regular expression: {e}", []
-        sim = self.sim
-        names = [n for n in sim.model_names if rx.search(n)
-                 and (not categories or self.category(sim.model(n)) in categories)
+        models = {n: self._model(n) for n in self.sim.model_names if rx.search(n)}
+        names = [n for n, m in models.items() if m is not None
+                 and (not categories or self.category(m) in categories)
                  and not tags]                  # no entity has a tag: a filter with tags passes none
         if inside is not None and names:
             def origins():          # those deleted meanwhile left out
@@ -250,11 +250,19 @@ class SimulationInterfaces:
 
     def entity_info(self, name):
         """(code, message, (category, description, tags))."""
-        if name not in self.entity_names():
+        model = self._model(name)
+        if model is None:
             return NOT_FOUND, self._unknown(name), None
-        model = self.sim.model(name)
         joints = sum(1 for j in model.joints if j.type != "fixed")
         return OK, "", (self.category(model), f"{model.name}: {len(model.links)} links, {joints} moving joints", [])
+
+    def _model(self, name):
+        """The Model of entity `name`, or None: none has the name, or another service thread
+        deleted it meanwhile (spawn and delete run beside the readers)."""
+        try:
+            return self.sim.model(name)
+        except (KeyError, ValueError):
+            return None
 
     def _unknown(self, name):
         return f"no entity {_short(name)}; entities: {', '.join(self.entity_names())}"
@@ -262,12 +270,12 @@ class SimulationInterfaces:
     def _link(self, name):
         """The qualified name "<model>/<link>" of "<model>" (its root link) or "<model>/<link>";
         KeyError. Qualified, as a world name (a bare "base") may be another model's bare name too."""
-        sim = self.sim
-        if name in sim.model_names:
-            return name + "/" + sim.model(name).root_links[0]
+        model = self._model(name)
+        if model is not None:
+            return name + "/" + model.root_links[0]
         if "/" not in name:
             raise KeyError(name)
-        entity, bare = sim.names.resolve("link", name)
+        entity, bare = self.sim.names.resolve("link", name)
         return entity + "/" + bare
 
     def _kinematics(self, link):
@@ -332,7 +340,8 @@ class SimulationInterfaces:
         another model is moved rigidly (Session.set_model_pose), which takes no twist."""
         if "/" in name:
             return OPERATION_FAILED, f"{name!r}: only a model's root can be set (give the model's name)"
-        if name not in self.entity_names():
+        model = self._model(name)
+        if model is None:
             return NOT_FOUND, self._unknown(name)
         twist = np.concatenate([np.asarray(linear, float), np.asarray(angular, float)])
         quat, pos = np.asarray(orientation, float), np.asarray(position, float)
@@ -342,7 +351,6 @@ class SimulationInterfaces:
                                       f"expected, got {pos.tolist()} and {quat.tolist()} (norm {norm:.6g})")
         if not np.all(np.isfinite(twist)):
             return OPERATION_FAILED, f"twist of {name!r} must be finite, got {twist.tolist()}"
-        model = self.sim.model(name)
         roots = [j for j in model.joints if j.parent is None]
         free = len(roots) == 1 and roots[0].type == "free"
         if not free and np.any(twist != 0):

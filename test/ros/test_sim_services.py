@@ -117,6 +117,19 @@ def test_entities_with_filters_and_info(services):
     assert code == si.NOT_FOUND and "ball, arm" in message
 
 
+def test_an_entity_deleted_while_a_reader_looks_it_up_is_not_found(services, monkeypatch):
+    """Spawn and delete run in other service threads: a name listed a moment ago may be gone
+    when its model is looked up. The reader leaves it out or answers NOT_FOUND, not a KeyError."""
+    sim = services.sim
+    listed = sim.model_names
+    monkeypatch.setattr(type(sim), "model_names", property(lambda self: listed + ["gone"]))
+    assert services.entities("", [si.CATEGORY_ROBOT, si.CATEGORY_OBJECT])[:3] == (si.OK, "", ["ball", "arm"])
+    assert services.entities()[2] == ["ball", "arm"]
+    assert services.entity_info("gone")[0] == si.NOT_FOUND
+    assert services.entity_state("gone")[0] == si.NOT_FOUND
+    assert services.set_entity_state("gone", "world", [0, 0, 0], [0, 0, 0, 1], [0, 0, 0], [0, 0, 0])[0] == si.NOT_FOUND
+
+
 def test_tags_filters_as_the_standard_reads_them(services):
     """No entity has tags: a filter without tags passes all (either mode), one with tags passes
     none (ANY needs one of the tags, ALL every one); the other filters still apply."""
