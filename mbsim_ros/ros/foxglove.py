@@ -244,11 +244,14 @@ class FoxgloveTransport(Transport):
         while True:
             await client.wake.wait()
             client.wake.clear()
+            # the frames first, then the clock: publish raises the clock before it queues a frame,
+            # so the clock read after the take is at or past every frame taken and goes out first
+            frames = client.take()
             now = self._now_ns
-            if now > client.time_sent:       # the clock first: no message is ahead of it
+            if now > client.time_sent:
                 client.time_sent = now
                 await ws.send(_TIME.pack(2, now))
-            for frame in client.take():
+            for frame in frames:
                 await ws.send(frame)
             await asyncio.sleep(TIME_PERIOD if not client.queue else 0)
 
