@@ -51,9 +51,15 @@ RSS_EVERY = 10.0              # s
 MINUTE = 60.0
 
 
-def rss_mb(pid="self"):
+def rss_mb(pid="self", field="VmRSS"):
     with open(f"/proc/{pid}/status") as f:
-        return next(int(line.split()[1]) / 1024.0 for line in f if line.startswith("VmRSS:"))
+        return next(int(line.split()[1]) / 1024.0 for line in f if line.startswith(field + ":"))
+
+
+def rss_kinds():
+    """The RSS's parts (MB): anonymous (the heap: where a leak shows), file-backed (mapped
+    libraries and files), shared memory (Fast DDS's segments, huge-page buffers)."""
+    return "  ".join(f"{k[3:].lower()} {rss_mb(field=k):.1f}" for k in ("RssAnon", "RssFile", "RssShmem"))
 
 
 def session_for(bag_dir, seconds):
@@ -237,7 +243,8 @@ def main():
                 session.stop()          # a loaded machine: the run ends in time all the same
             if sim.t >= next_sample:
                 samples.append((sim.t, rss_mb(), os.getloadavg()[0]))
-                print(f"t = {sim.t:7.1f} s  RSS {samples[-1][1]:.1f} MB  loadavg {samples[-1][2]:.2f}", flush=True)
+                print(f"t = {sim.t:7.1f} s  RSS {samples[-1][1]:.1f} MB ({rss_kinds()})  "
+                      f"loadavg {samples[-1][2]:.2f}", flush=True)
                 next_sample += RSS_EVERY
             time.sleep(0.2)
         session.join()

@@ -640,6 +640,25 @@ def body_frame_kinematics(t, d, q, v):
     _velocities(t, d, v)
 
 
+@inline
+def _free_armature_bias(t, d, i, k):
+    """The bias of the armature on DOF k of a root free joint, as MJCF means it: MuJoCo adds
+    armature to the mass matrix in its own coordinates, where a free joint's linear velocity is
+    in the world frame (R v). In ours (body frame) its force a d/dt(R v) = a R (dv/dt + w x v)
+    leaves a (w x v) on the linear DOFs; zero elsewhere (and where the armature is)."""
+    if t.jtype[i] != FREE or t.parent[i] >= 0 or k >= 3:
+        return 0.0
+    a = t.armature[t.iv[i] + k]
+    if a == 0.0:
+        return 0.0
+    v0, v1, v2, w0, w1, w2 = d.vel[i, 0], d.vel[i, 1], d.vel[i, 2], d.vel[i, 3], d.vel[i, 4], d.vel[i, 5]
+    if k == 0:
+        return a * (w1 * v2 - w2 * v1)
+    if k == 1:
+        return a * (w2 * v0 - w0 * v2)
+    return a * (w0 * v1 - w1 * v0)
+
+
 # -------------------------------------------------------------------------------- ABA ---
 @internal
 def aba(t, d, tau, diag, qdd):
@@ -692,7 +711,7 @@ def aba(t, d, tau, diag, qdd):
                         s += S[c, k] * U[c, r]
                     Dm[k, r] = s
                 Dm[k, k] += diag[iv + k]
-                s = tau[iv + k]
+                s = tau[iv + k] - _free_armature_bias(t, d, i, k)
                 for c in range(6):
                     s -= S[c, k] * d.pA[i, c]
                 d.u[i, k] = s
@@ -791,7 +810,7 @@ def rnea(t, d, qdd, tau):
         S = d.S[i]
         iv = t.iv[i]
         for k in range(t.nvb[i]):
-            s = t.armature[iv + k] * qdd[iv + k]
+            s = t.armature[iv + k] * qdd[iv + k] + _free_armature_bias(t, d, i, k)
             for a in range(6):
                 s += S[a, k] * d.f[i, a]
             tau[iv + k] = s

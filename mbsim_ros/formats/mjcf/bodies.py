@@ -250,9 +250,6 @@ def read_joint(r, node, cls, jid, parent, X):
         fr = r.floats(node, a, "actuatorfrcrange", 2)
         effort = max(abs(fr[0]), abs(fr[1]))
     armature = r.number(node, a, "armature", 0.0)
-    if kind == "free" and armature:
-        r.note(node, f"armature {armature:g} on a free joint acts on the body-frame linear velocity here, on "
-                     "the world-frame one in MuJoCo: the bias forces differ by armature * (angular x linear velocity)")
     # one number per joint: the Joint repeats it for each DOF
     return Joint(name, _JOINT_TYPES[kind], parent, "", origin=origin, axis=axis,
                  child_pose=child_pose if kind in ("hinge", "ball") else EYE4.copy(),
