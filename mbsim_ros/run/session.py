@@ -169,10 +169,14 @@ class Session:
 
     def resume(self):
         """Resume paced stepping; paused time is not caught up."""
+        self._set_lossless(not self.config.paced)
         self.runner.resume()
 
     def step(self, n=1, wait=False, timeout=None) -> bool:
-        """Pause (if not paused) and do exactly n more steps, unpaced; not running: here and now."""
+        """Pause (if not paused) and do exactly n more steps, unpaced; not running: here and now.
+        Unpaced steps have no deadline, so every camera frame due in them is rendered (a renderer
+        behind would otherwise skip the last ones, and a paused view would show an older frame)."""
+        self._set_lossless(True)
         return self.runner.step_once(n, wait=wait, timeout=timeout)
 
     def submit(self, fn):
@@ -224,7 +228,7 @@ class Session:
         """The real-time factor (0: as fast as possible) from the next step on."""
         self.runner.set_pacing(rtf=rtf)
         self.config.real_time_factor = check("real_time_factor", rtf, "set_real_time_factor")
-        self._set_lossless(not self.config.paced)
+        self._set_lossless(not self.config.paced or self.paused)
 
     def set_catch_up(self, policy):
         """The catch-up policy (compensatory | conservative) from the next step on."""

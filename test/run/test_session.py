@@ -170,3 +170,31 @@ def test_joint_commands_are_plain_calls_and_bad_ones_are_reported():
     session.set_joint_efforts([1.0, 2.0])
     assert "expected 1 values" in notes[-1]
     session.close()
+
+
+def test_steps_taken_while_paused_render_every_camera_frame_due_in_them(monkeypatch):
+    """A paced run skips a camera frame while the previous one still renders (the step never
+    waits); steps granted while paused have no deadline, so there every frame due is rendered
+    and the camera's newest frame is that of the last step, however slow the renderer."""
+    from mbsim_ros.run import load_world
+    from mbsim_ros.sensors.optical import OpticalWorker
+    c = load_config(None, {"real_time_factor": 1.0})
+    sim = build_simulation(load_world(c)[0], c)
+    session = Session(sim, c)
+    slow = OpticalWorker._work
+
+    def render_slowly(worker):
+        set_poses = worker.scene.set_link_poses
+        worker.scene.set_link_poses = lambda R, p: (time.sleep(0.02), set_poses(R, p))
+        slow(worker)
+    try:
+        sim.render_in_thread(False)
+        monkeypatch.setattr(OpticalWorker, "_work", render_slowly)
+        sim.render_in_thread(True)
+        session.step(100)                    # frames due at 0, 1/30, 2/30, 3/30 s
+        session.drain()
+        frame = sim.readings()["LeftCamera"]
+        assert sim.optical_worker.skipped["LeftCamera"] == 0
+        assert frame.stamp == pytest.approx(0.1, abs=1e-9)
+    finally:
+        session.close()
