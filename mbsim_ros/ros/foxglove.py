@@ -44,9 +44,8 @@ import threading
 import time
 import urllib.parse
 
-from ..run.network import is_loopback
 from .messages import STRING, TYPESTORE
-from .transport import Publisher, Subscription, Transport, log
+from .transport import Publisher, Transport, log
 
 __all__ = ["FoxgloveTransport", "SUBPROTOCOLS", "DEFAULT_HOST", "DEFAULT_PORT", "schema_text"]
 
