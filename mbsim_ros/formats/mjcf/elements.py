@@ -162,6 +162,7 @@ def _shortcut(p, tag, attrs):
 def _actuators(r, root, model, joints):
     r.mapped_actuators, r.unmapped_actuators = [], 0
     index = 0
+    class_defaults = {}       # class -> its actuator defaults as general attributes (one class serves many)
     for section in root.each("actuator"):
         for node in section.children:
             if node.tag not in ACTUATOR_TAGS:
@@ -170,9 +171,11 @@ def _actuators(r, root, model, joints):
             cls = node.get("class", "main")
             if cls not in r.classes:
                 raise r.error(node, f"class=\"{cls}\" is not a <default> class")
-            p = {}
-            for tag, attrs, _ in r.classes[cls]["actuator"]:
-                _shortcut(p, tag, attrs)
+            if cls not in class_defaults:
+                class_defaults[cls] = {}
+                for tag, attrs, _ in r.classes[cls]["actuator"]:
+                    _shortcut(class_defaults[cls], tag, attrs)
+            p = dict(class_defaults[cls])
             _shortcut(p, node.tag, node.attrib)
             actuator = _actuator(r, node, p, joints, index)
             if actuator is None:
