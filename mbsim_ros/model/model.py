@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from math import isfinite, sqrt
+from math import copysign, isfinite, sqrt
 from typing import Optional
 
 import numpy as np
@@ -70,13 +70,19 @@ def symmetric_inertia(inertia, what):
     if asym > _INERTIA_ROUNDING * scale:
         note = (f"{what}: inertia asymmetric by {asym:.3g} ({asym / scale:.2g} of its largest entry, "
                 f"within the {INERTIA_SYMMETRY_TOL:g} taken as rounding): averaged with its transpose")
+    if (asym == 0 and scale < 1e307 and copysign(1, xy) == copysign(1, yx) and copysign(1, xz) == copysign(1, zx)
+            and copysign(1, yz) == copysign(1, zy)):
+        return I.copy(), None             # what 0.5 * (I + I.T) gives, bit for bit, without its arithmetic
     return 0.5 * (I + I.T), note
 
 
-def _vec(x, n, what):
+def _vec(x, n, kind, name, field):
+    """x as n floats; errors name f"{kind} {name!r} {field}" (formatted only then)."""
+    if type(x) is np.ndarray and x.dtype == np.float64 and x.shape == (n,):
+        return x                          # (loaders pass arrays they built)
     a = np.asarray(x, dtype=float).reshape(-1)
     if a.shape != (n,):
-        raise ModelError(f"{what}: expected {numbers_text(n)}, got {a.size}")
+        raise ModelError(f"{kind} {name!r} {field}: expected {numbers_text(n)}, got {a.size}")
     return a
 
 
@@ -103,7 +109,7 @@ class Shape:
     vertices: Optional[np.ndarray] = None
     faces: Optional[np.ndarray] = None
     mesh_path: Optional[str] = None
-    scale: np.ndarray = field(default_factory=lambda: np.ones(3))
+    scale: np.ndarray = field(default_factory=lambda: np.array([1.0, 1.0, 1.0]))
     name: str = ""
     friction: float = 1.0
     restitution: float = 0.0
@@ -137,7 +143,7 @@ class Link:
     collision_mask: int = 0xFFFF
 
     def __post_init__(self):
-        self.com = _vec(self.com, 3, f"link {self.name!r} com")
+        self.com = _vec(self.com, 3, "link", self.name, "com")
         self.inertia, _ = symmetric_inertia(self.inertia, f"link {self.name!r}")
         self.mass = float(self.mass)
         if not isfinite(self.mass) or self.mass < 0:
@@ -194,8 +200,8 @@ class Joint:
     def __post_init__(self):
         if self.type not in JOINT_TYPES:
             raise ModelError(f"joint {self.name!r}: type {self.type!r} is not one of {', '.join(JOINT_TYPES)}")
-        self.origin = np.asarray(self.origin, dtype=float).reshape(4, 4)
-        self.child_pose = np.asarray(self.child_pose, dtype=float).reshape(4, 4)
+        self.origin = _matrix4(self.origin)
+        self.child_pose = _matrix4(self.child_pose)
         if self.type == "custom":
             if not self.dof_names or self.transform_axes is None or len(self.transform_axes) != 6:
                 raise ModelError(f"joint {self.name!r}: a custom joint needs dof_names (its coordinates) "
@@ -208,8 +214,8 @@ class Joint:
                 if not -1 <= ta.coordinate < len(self.dof_names):
                     raise ModelError(f"joint {self.name!r}: transform axis coordinate {ta.coordinate} is not "
                                      f"one of its {len(self.dof_names)} coordinates")
-        self.axis = _unit(self.axis, f"joint {self.name!r} axis")
-        self.axis2 = (_unit(self.axis2, f"joint {self.name!r} axis2") if self.type == "universal"
+        self.axis = _unit(self.axis, self.name, "axis")
+        self.axis2 = (_unit(self.axis2, self.name, "axis2") if self.type == "universal"
                       else np.asarray(self.axis2, dtype=float))
         self.type = str(self.type)
         order = self.euler_order
@@ -217,35 +223,24 @@ class Joint:
             raise ModelError(f"joint {self.name!r}: euler_order {order!r}: expected three of x, y, z "
                              "with no axis twice in a row (e.g. 'xyz', 'zyx', 'zxz')")
         nq, nv = self.nq, self.nv
-
-        def per_dof(value, default):
-            if value is None:
-                return np.array([default] * nv, dtype=float)
-            a = np.asarray(value, dtype=float).reshape(-1)
-            if a.size == 1 and nv > 1:
-                a = np.full(nv, float(a[0]))
-            if a.size != nv:
-                raise ModelError(f"joint {self.name!r}: expected {nv} values per DOF, got {a.size}")
-            return a
-
-        self.lower = per_dof(self.lower, -np.inf)
-        self.upper = per_dof(self.upper, np.inf)
-        self.velocity_limit = per_dof(self.velocity_limit, np.inf)
-        self.effort_limit = per_dof(self.effort_limit, np.inf)
-        self.damping = per_dof(self.damping, 0.0)
-        self.stiffness = per_dof(self.stiffness, 0.0)
-        self.rest_position = per_dof(self.rest_position, 0.0)
-        self.friction = per_dof(self.friction, 0.0)
-        self.rotor_inertia = per_dof(self.rotor_inertia, 0.0)
-        self.gear_ratio = per_dof(self.gear_ratio, 1.0)
-        self.q0 = neutral_q(self) if self.q0 is None else _vec(self.q0, nq, f"joint {self.name!r} q0")
+        self.lower = _per_dof(self, self.lower, -np.inf, nv)
+        self.upper = _per_dof(self, self.upper, np.inf, nv)
+        self.velocity_limit = _per_dof(self, self.velocity_limit, np.inf, nv)
+        self.effort_limit = _per_dof(self, self.effort_limit, np.inf, nv)
+        self.damping = _per_dof(self, self.damping, 0.0, nv)
+        self.stiffness = _per_dof(self, self.stiffness, 0.0, nv)
+        self.rest_position = _per_dof(self, self.rest_position, 0.0, nv)
+        self.friction = _per_dof(self, self.friction, 0.0, nv)
+        self.rotor_inertia = _per_dof(self, self.rotor_inertia, 0.0, nv)
+        self.gear_ratio = _per_dof(self, self.gear_ratio, 1.0, nv)
+        self.q0 = neutral_q(self) if self.q0 is None else _vec(self.q0, nq, "joint", self.name, "q0")
         if self.type in ("ball", "free"):
             quat = self.q0[-4:]
             norm = np.linalg.norm(quat)
             if not np.isfinite(norm) or norm < 1e-9:
                 raise ModelError(f"joint {self.name!r}: initial quaternion {quat} is not a rotation")
             self.q0[-4:] = quat / norm
-        self.v0 = np.zeros(nv) if self.v0 is None else _vec(self.v0, nv, f"joint {self.name!r} v0")
+        self.v0 = np.zeros(nv) if self.v0 is None else _vec(self.v0, nv, "joint", self.name, "v0")
         if self.dof_names is not None:
             self.dof_names = [str(n) for n in self.dof_names]
             if len(self.dof_names) != nv:
@@ -284,11 +279,37 @@ class Joint:
         return self.gear_ratio ** 2 * self.rotor_inertia
 
 
-def _unit(x, what):
-    a = _vec(x, 3, what)
+def _matrix4(x):
+    """x as a 4x4 float array (x itself when it is one: loaders pass arrays they built)."""
+    if type(x) is np.ndarray and x.dtype == np.float64 and x.shape == (4, 4):
+        return x
+    return np.asarray(x, dtype=float).reshape(4, 4)
+
+
+_ONE = {d: np.array([d]) for d in (-np.inf, np.inf, 0.0, 1.0)}      # _per_dof's defaults of one DOF, to copy
+
+
+def _per_dof(joint, value, default, nv):
+    """One float per DOF from None (the default), one number (repeated) or nv numbers."""
+    if value is None:
+        return _ONE[default].copy() if nv == 1 else np.array([default] * nv, dtype=float)
+    if type(value) is float and nv == 1:      # the usual cases, without asarray's overhead
+        return np.array([value])
+    if type(value) is np.ndarray and value.dtype == np.float64 and value.shape == (nv,):
+        return value
+    a = np.asarray(value, dtype=float).reshape(-1)
+    if a.size == 1 and nv > 1:
+        a = np.full(nv, float(a[0]))
+    if a.size != nv:
+        raise ModelError(f"joint {joint.name!r}: expected {nv} values per DOF, got {a.size}")
+    return a
+
+
+def _unit(x, joint_name, field):
+    a = _vec(x, 3, "joint", joint_name, field)
     n = sqrt(a.dot(a))                    # np.linalg.norm's own sum for a vector, without its overhead
     if not isfinite(n) or n < 1e-12:
-        raise ModelError(f"{what}: a zero or invalid axis {a.tolist()}")
+        raise ModelError(f"joint {joint_name!r} {field}: a zero or invalid axis {a.tolist()}")
     return a / n
 
 

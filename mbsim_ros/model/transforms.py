@@ -29,25 +29,37 @@ def matrix_to_rpy(R):
 
 def axis_angle_to_matrix(axis, angle):
     """Rodrigues' formula; `axis` must be a unit vector."""
+    return np.array(axis_angle_rows(axis, angle))
+
+
+def axis_angle_rows(axis, angle):
+    """axis_angle_to_matrix's rows as lists of floats (to build a larger array in one go)."""
     x, y, z = np.asarray(axis, dtype=float).tolist()
     c, s = float(np.cos(angle)), float(np.sin(angle))
     C = 1.0 - c
-    return np.array([
+    return [
         [c + x * x * C, x * y * C - z * s, x * z * C + y * s],
         [y * x * C + z * s, c + y * y * C, y * z * C - x * s],
         [z * x * C - y * s, z * y * C + x * s, c + z * z * C],
-    ])
+    ]
 
 
 def quat_to_matrix(q):
     """Quaternion (x, y, z, w) -> rotation matrix."""
+    return np.array(quat_rows(q))
+
+
+def quat_rows(q):
+    """quat_to_matrix's rows as lists of floats (to build a larger array in one go)."""
     q = np.asarray(q, dtype=float)
-    x, y, z, w = (q / sqrt(q.dot(q))).tolist()          # sqrt(q.q): np.linalg.norm's own sum
-    return np.array([
+    n = sqrt(q.dot(q))                                   # np.linalg.norm's own sum
+    x, y, z, w = q.tolist()
+    x, y, z, w = x / n, y / n, z / n, w / n              # (q / n, without an array)
+    return [
         [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
         [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
         [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
-    ])
+    ]
 
 
 def matrix_to_quat(R):

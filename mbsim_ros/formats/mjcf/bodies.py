@@ -185,7 +185,7 @@ def _chain(r, model, tree, node, joint_nodes, name, parent_link, X, cls, counter
     for k, jn in enumerate(joint_nodes):
         jid = counters["joint"]
         counters["joint"] += 1
-        joint = read_joint(r, jn, cls, jid, parent, X if k == 0 else EYE4.copy())
+        joint = read_joint(r, jn, cls, jid, parent, X if k == 0 else EYE4)
         if joint.type == "free":
             if parent_link is not None or len(joint_nodes) > 1:
                 raise r.error(jn, "a free joint must be the only joint of a body in the world body")
@@ -208,16 +208,17 @@ def read_joint(r, node, cls, jid, parent, X):
     name = a.get("name") or f"joint{jid}"
     axis = r.unit(node, r.floats(node, a, "axis", 3, [0.0, 0.0, 1.0]), "axis") if kind in ("hinge", "slide") else np.array([0.0, 0.0, 1.0])
     # a slide's anchor does not move anything; a free joint's is its body's origin
-    pos = r.floats(node, a, "pos", 3, [0.0, 0.0, 0.0]) if kind in ("hinge", "ball") else np.zeros(3)
-    ref = r.number(node, a, "ref", 0.0)
     angular = kind in ("hinge", "ball")
+    pos = r.numbers(node, a, "pos", 3, (0.0, 0.0, 0.0)) if angular else [0.0, 0.0, 0.0]
+    ref = r.number(node, a, "ref", 0.0)
     if kind == "hinge":
         ref = r.angle(ref)
     origin = X.copy()
-    if pos.any():                        # (most joints sit at their body's origin)
-        origin[:3, 3] += X[:3, :3] @ pos
+    if pos[0] or pos[1] or pos[2]:       # (most joints sit at their body's origin)
+        origin[:3, 3] += X[:3, :3] @ np.array(pos)
     child_pose = EYE4.copy()
-    child_pose[:3, 3] = pos
+    if angular:
+        child_pose[:3, 3] = pos
     if kind == "hinge" and ref:
         origin[:3, :3] = origin[:3, :3] @ axis_angle_to_matrix(axis, -ref)
     elif kind == "slide" and ref:
@@ -236,7 +237,7 @@ def read_joint(r, node, cls, jid, parent, X):
         limited = r.choice(node, a, "limited", ("auto", "true", "false"), "auto")
         has_range = "range" in a
         if limited == "true" or (limited == "auto" and r.compiler.autolimits and has_range):
-            rng = r.floats(node, a, "range", 2, [0.0, 0.0]).tolist()
+            rng = r.numbers(node, a, "range", 2, (0.0, 0.0))
             if angular:
                 rng = [r.angle(x) for x in rng]
             if kind == "ball":
@@ -247,12 +248,12 @@ def read_joint(r, node, cls, jid, parent, X):
                 lower, upper = rng[0], rng[1]
     effort = None
     if "actuatorfrcrange" in a and a.get("actuatorfrclimited", "auto") != "false" and kind in ("hinge", "slide"):
-        fr = r.floats(node, a, "actuatorfrcrange", 2)
+        fr = r.numbers(node, a, "actuatorfrcrange", 2)
         effort = max(abs(fr[0]), abs(fr[1]))
     armature = r.number(node, a, "armature", 0.0)
     # one number per joint: the Joint repeats it for each DOF
     return Joint(name, _JOINT_TYPES[kind], parent, "", origin=origin, axis=axis,
-                 child_pose=child_pose if kind in ("hinge", "ball") else EYE4.copy(),
+                 child_pose=child_pose,
                  lower=lower, upper=upper, damping=damping, stiffness=stiffness if kind in ("hinge", "slide") else None,
                  rest_position=springref if kind in ("hinge", "slide") else None,
                  friction=r.number(node, a, "frictionloss", 0.0), rotor_inertia=armature,
@@ -285,7 +286,7 @@ def mass_from_geoms(r, node, link, geoms):
         I = np.zeros((3, 3))
         for g in parts:
             d = g.com - com
-            I += g.inertia + g.mass * (d.dot(d) * EYE3 - np.outer(d, d))
+            I += g.inertia + g.mass * (d.dot(d) * EYE3 - d[:, None] * d)     # (np.outer's products)
     else:
         m, com, I = 0.0, np.zeros(3), np.zeros((3, 3))
     c = r.compiler

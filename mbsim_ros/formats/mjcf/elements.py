@@ -162,6 +162,7 @@ def _shortcut(p, tag, attrs):
 def _actuators(r, root, model, joints):
     r.mapped_actuators, r.unmapped_actuators = [], 0
     index = 0
+    class_defaults = {}       # class -> its actuator defaults as general attributes (one class serves many)
     for section in root.each("actuator"):
         for node in section.children:
             if node.tag not in ACTUATOR_TAGS:
@@ -170,9 +171,11 @@ def _actuators(r, root, model, joints):
             cls = node.get("class", "main")
             if cls not in r.classes:
                 raise r.error(node, f"class=\"{cls}\" is not a <default> class")
-            p = {}
-            for tag, attrs, _ in r.classes[cls]["actuator"]:
-                _shortcut(p, tag, attrs)
+            if cls not in class_defaults:
+                class_defaults[cls] = {}
+                for tag, attrs, _ in r.classes[cls]["actuator"]:
+                    _shortcut(class_defaults[cls], tag, attrs)
+            p = dict(class_defaults[cls])
             _shortcut(p, node.tag, node.attrib)
             actuator = _actuator(r, node, p, joints, index)
             if actuator is None:
@@ -203,12 +206,12 @@ def _actuator(r, node, p, joints, index):
         return None
     if p.get("dyntype", "none") != "none" or p.get("_timeconst"):
         r.note(node, "activation dynamics (dyntype, timeconst) are not simulated: the control acts at once")
-    gear = r.floats(node, p, "gear", 6, [1.0], nmin=1)[0]
-    gain = r.floats(node, p, "gainprm", 10, [1.0], nmin=1)[0]
-    bias = np.zeros(3)
+    gear = np.float64(r.numbers(node, p, "gear", 6, (1.0,), nmin=1)[0])
+    gain = np.float64(r.numbers(node, p, "gainprm", 10, (1.0,), nmin=1)[0])
+    bias = [0.0, 0.0, 0.0]
     if p.get("biastype", "none") == "affine":
-        b = r.floats(node, p, "biasprm", 10, [0.0], nmin=1)
-        bias[:min(3, b.size)] = b[:3]
+        b = r.numbers(node, p, "biasprm", 10, (0.0,), nmin=1)[:3]
+        bias[:len(b)] = b
     if p.get("_dampratio"):
         r.note(node, "dampratio is not used (kv 0)")
     lo, hi = -np.inf, np.inf
@@ -220,7 +223,7 @@ def _actuator(r, node, p, joints, index):
     flimited = p.get("forcelimited", "auto")
     if flimited == "true" or (flimited == "auto" and r.compiler.autolimits and "forcerange" in p):
         flo, fhi = r.floats(node, p, "forcerange", 2)
-        if bias.any():
+        if any(bias):
             r.note(node, "forcerange on a servo is not applied")
         elif gain > 0:      # a motor's force clamp is a control clamp
             lo, hi = max(lo, flo / gain), min(hi, fhi / gain)
@@ -313,7 +316,6 @@ def _loop(r, node, a, name, model, tree, poses):
             if s not in tree.sites:
                 raise r.error(node, f"site \"{s}\": expected the name of a <site>")
         (l1, P1), (l2, P2) = tree.sites[s1], tree.sites[s2]
-        W1, W2 = poses.get(l1, np.eye(4)) @ P1, poses.get(l2, np.eye(4)) @ P2
         p1, p2 = P1[:3, 3], P2[:3, 3]
     else:
         if "body1" not in a:

@@ -112,11 +112,9 @@ def read_geom(r, node, cls, T_in_body, meshes):
         r.note(node, f"type=\"{kind}\" geoms are not supported: left out")
         r.skipped_geoms.add(a.get("name"))
         return None
-    size = r.floats(node, a, "size", 3, [0.0, 0.0, 0.0], nmin=1)
-    if size.size < 3:
-        padded = np.zeros(3)
-        padded[:size.size] = size
-        size = padded
+    sizes = r.numbers(node, a, "size", 3, (0.0, 0.0, 0.0), nmin=1)
+    sizes += [0.0] * (3 - len(sizes))
+    size = np.array(sizes)
     pose = r.pose(node, a)
     if "fromto" in a:
         if kind not in ("capsule", "cylinder", "box", "ellipsoid"):
@@ -132,7 +130,7 @@ def read_geom(r, node, cls, T_in_body, meshes):
         size[2 if kind in ("box", "ellipsoid") else 1] = 0.5 * length
     pose = compose(T_in_body, pose)
     need = _SIZES_NEEDED.get(kind, 0)
-    if need and not min(size.tolist()[:need]) > 0:       # (finite: floats refuses others)
+    if need and not min(size.tolist()[:need]) > 0:       # (finite: numbers refuses others)
         raise r.error(node, f"size=\"{a.get('size', '')}\": a {kind} needs {need} positive size numbers")
     mesh = None
     if kind == "mesh":
@@ -146,7 +144,7 @@ def read_geom(r, node, cls, T_in_body, meshes):
     g.contype = r.ints(node, a, "contype", 1)
     g.conaffinity = r.ints(node, a, "conaffinity", 1)
     g.shape = _shape(kind, pose, size, mesh, g.name)
-    g.shape.friction = float(r.floats(node, a, "friction", 3, nmin=1)[0]) if "friction" in a else 1.0
+    g.shape.friction = r.numbers(node, a, "friction", 3, nmin=1)[0] if "friction" in a else 1.0
     rgba = a.get("rgba")
     if rgba is not None:
         g.shape.color = r.floats(node, a, "rgba", 4)
@@ -198,11 +196,12 @@ def _unit_density(r, node, kind, s, mesh):
         mc = v - ms
         ixx = mc * (3 * rad * rad + h * h) / 12 + 0.4 * ms * rad * rad + ms * h * (3 * rad + 2 * h) / 8
         izz = mc * rad * rad / 2 + 0.4 * ms * rad * rad
-        return v, np.zeros(3), np.diag([ixx, ixx, izz])
+        return v, np.zeros(3), _diag(ixx, ixx, izz)
     if kind == "cylinder":
         rad, h = s[0], 2 * s[1]
         v = pi * rad * rad * h
-        return v, np.zeros(3), np.diag([v * (3 * rad * rad + h * h) / 12] * 2 + [v * rad * rad / 2])
+        ixx = v * (3 * rad * rad + h * h) / 12
+        return v, np.zeros(3), _diag(ixx, ixx, v * rad * rad / 2)
     if kind == "ellipsoid":
         a, b, c = s
         v = 4 / 3 * pi * a * b * c
@@ -212,6 +211,11 @@ def _unit_density(r, node, kind, s, mesh):
         v = 8 * a * b * c
         return v, np.zeros(3), np.diag([v * (b * b + c * c), v * (a * a + c * c), v * (a * a + b * b)]) / 3
     return mesh_mass_properties(r, node, mesh)
+
+
+def _diag(x, y, z):
+    """np.diag([x, y, z]) in one array construction."""
+    return np.array([[x, 0.0, 0.0], [0.0, y, 0.0], [0.0, 0.0, z]])
 
 
 def mesh_mass_properties(r, node, mesh):

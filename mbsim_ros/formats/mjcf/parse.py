@@ -12,7 +12,7 @@ import numpy as np
 from lxml import etree
 
 from ...model import ModelError
-from ...model.transforms import axis_angle_to_matrix, quat_to_matrix
+from ...model.transforms import axis_angle_rows, axis_angle_to_matrix, quat_rows
 
 # elements <default> classes give attributes to (MuJoCo's mjs default kinds)
 DEFAULT_KINDS = ("joint", "geom", "site", "camera", "light", "mesh", "material", "tendon",
@@ -59,14 +59,17 @@ class Node:
 def parse_file(path, text, notes):
     """The <mujoco> root Node of a file (its text, or None to read it), includes expanded
     (cycles and missing files refused); notes (a list) gets (node, text) for what was read past."""
-    root = _read_xml(path, text, notes)
+    includes = []
+    root = _read_xml(path, text, notes, includes)
     if root.tag != "mujoco":
         raise ModelError(f"{path}, line {root.line}, <{root.tag}>: the root element must be <mujoco>")
-    _expand_includes(root, os.path.dirname(os.path.abspath(path)), [os.path.abspath(path)], notes)
+    if includes:                    # (the walk rebuilds every child list: only when there is one)
+        _expand_includes(root, os.path.dirname(os.path.abspath(path)), [os.path.abspath(path)], notes)
     return root
 
 
-def _read_xml(path, text, notes):
+def _read_xml(path, text, notes, includes):
+    """The file's root Node; includes (a list) gets its <include> Nodes."""
     parser = etree.XMLParser(remove_comments=True, remove_pis=True, resolve_entities=False,
                              no_network=True, huge_tree=True)
     try:
@@ -91,22 +94,25 @@ def _read_xml(path, text, notes):
         line = f", line {exc.lineno}" if exc.lineno else ""
         raise ModelError(f"{path}{line}: not well-formed XML (expected an MJCF <mujoco> document): "
                          f"{exc.msg}") from None
-    root = _convert(el, os.fspath(path))
+    root = _convert(el, os.fspath(path), includes)
     if extra is not None:
         notes.append((root, f"content after the root element (line {extra}) ignored, as MuJoCo does"))
     return root
 
 
-def _convert(el, file):
+def _convert(el, file, includes):
     # dict(items()): the attributes as dict(attrib) has them, faster through lxml
     node = Node(el.tag if isinstance(el.tag, str) else "", dict(el.items()), file, el.sourceline)
     stack = [(el, node)]
     while stack:
         src, dst = stack.pop()
         for c in src:
-            if not isinstance(c.tag, str):
+            tag = c.tag                 # (lxml makes a new string at every .tag)
+            if not isinstance(tag, str):
                 continue
-            n = Node(c.tag, dict(c.items()), file, c.sourceline)
+            n = Node(tag, dict(c.items()), file, c.sourceline)
+            if tag == "include":
+                includes.append(n)
             dst.children.append(n)
             stack.append((c, n))
     return node
@@ -131,7 +137,7 @@ def _expand_includes(node, folder, chain, notes):
         if full in chain:
             raise ModelError(f"{c.file}, line {c.line}, <include file=\"{name}\">: includes itself "
                              f"(through {' -> '.join(os.path.basename(p) for p in chain)})")
-        sub = _read_xml(path, None, notes)
+        sub = _read_xml(path, None, notes, [])
         if sub.tag != "mujoco":
             raise ModelError(f"{path}, line {sub.line}, <{sub.tag}>: an included file's root must be <mujoco>")
         _expand_includes(sub, folder, chain + [full], notes)
@@ -196,8 +202,17 @@ class Reader:
             if default is None:
                 raise self.error(node, f"missing attribute {name}=\"...\" ({'a number' if n == 1 else f'{n} numbers'})")
             return np.array(default, dtype=float)
+        return np.array(self.numbers(node, attrs, name, n, nmin=nmin))
+
+    def numbers(self, node, attrs, name, n, default=None, nmin=None):
+        """floats' numbers as a list of Python floats (for arithmetic before any array is built)."""
+        text = attrs.get(name)
+        if text is None:
+            if default is None:
+                raise self.error(node, f"missing attribute {name}=\"...\" ({'a number' if n == 1 else f'{n} numbers'})")
+            return [float(x) for x in default]
         try:
-            values = [float(w) for w in text.split()]
+            values = list(map(float, text.split()))
         except ValueError:
             raise self.error(node, f"{name}=\"{text}\": expected {n} numbers") from None
         if not (nmin or n) <= len(values) <= n:
@@ -205,7 +220,7 @@ class Reader:
             raise self.error(node, f"{name}=\"{text}\": expected {want} numbers, got {len(values)}")
         if not all(map(isfinite, values)):
             raise self.error(node, f"{name}=\"{text}\": expected finite numbers")
-        return np.array(values)
+        return values
 
     def number(self, node, attrs, name, default=None):
         text = attrs.get(name)
@@ -255,32 +270,37 @@ class Reader:
 
     def _rotation(self, node, attrs):
         """The 3x3 rotation of quat (w x y z), axisangle, euler, xyaxes or zaxis (one of them)."""
-        given = [k for k in ("quat", "axisangle", "euler", "xyaxes", "zaxis") if k in node.attrib]
+        return np.array(self._rotation_rows(node, attrs))
+
+    def _rotation_rows(self, node, attrs):
+        """_rotation's rows as lists of floats (pose builds its 4x4 from them in one go)."""
+        given = _ORIENTATIONS.intersection(node.attrib)
         if len(given) > 1:
+            given = [k for k in ("quat", "axisangle", "euler", "xyaxes", "zaxis") if k in given]
             raise self.error(node, f"orientation given twice ({' and '.join(given)}); expected one of "
                                    "quat, axisangle, euler, xyaxes, zaxis")
         if not given:
             given = [k for k in ("quat", "axisangle", "euler", "xyaxes", "zaxis") if k in attrs][:1]
         if not given:
-            return np.eye(3)
-        kind = given[0]
+            return [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
+        kind = next(iter(given))
         if kind == "quat":
-            w, x, y, z = self.floats(node, attrs, "quat", 4).tolist()
+            w, x, y, z = self.numbers(node, attrs, "quat", 4)
             if hypot(w, x, y, z) < 1e-12:
                 raise self.error(node, f"quat=\"{attrs['quat']}\": a zero quaternion; expected w x y z of a rotation")
-            return quat_to_matrix((x, y, z, w))
+            return quat_rows((x, y, z, w))
         if kind == "axisangle":
             v = self.floats(node, attrs, "axisangle", 4)
-            return axis_angle_to_matrix(self.unit(node, v[:3], "axisangle"), self.angle(v[3]))
+            return axis_angle_rows(self.unit(node, v[:3], "axisangle"), self.angle(v[3]))
         if kind == "euler":
-            return self.euler(node, self.floats(node, attrs, "euler", 3))
+            return self.euler(node, self.floats(node, attrs, "euler", 3)).tolist()
         if kind == "xyaxes":
             v = self.floats(node, attrs, "xyaxes", 6)
             x = self.unit(node, v[:3], "xyaxes")
             y = v[3:] - x * x.dot(v[3:])
             y = self.unit(node, y, "xyaxes (y along x)")
-            return np.column_stack([x, y, cross(x, y)])
-        return z_to(self.unit(node, self.floats(node, attrs, "zaxis", 3), "zaxis"))
+            return np.column_stack([x, y, cross(x, y)]).tolist()
+        return z_to(self.unit(node, self.floats(node, attrs, "zaxis", 3), "zaxis")).tolist()
 
     def euler(self, node, angles):
         seq = self.compiler.eulerseq
@@ -299,12 +319,13 @@ class Reader:
         return v / n
 
     def pose(self, node, attrs):
-        T = EYE4.copy()
-        if not _ORIENTATIONS.isdisjoint(attrs):
-            T[:3, :3] = self._rotation(node, attrs)
-        if "pos" in attrs:
-            T[:3, 3] = self.floats(node, attrs, "pos", 3)
-        return T
+        """The 4x4 of pos and the orientation, built in one array from Python floats."""
+        if _ORIENTATIONS.isdisjoint(attrs):
+            r0, r1, r2 = [1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]
+        else:
+            r0, r1, r2 = self._rotation_rows(node, attrs)
+        x, y, z = self.numbers(node, attrs, "pos", 3) if "pos" in attrs else (0.0, 0.0, 0.0)
+        return np.array([*r0, x, *r1, y, *r2, z, 0.0, 0.0, 0.0, 1.0]).reshape(4, 4)     # (flat: faster than nested lists)
 
 
 def z_to(z):
