@@ -41,7 +41,7 @@ from numba.extending import overload
 from ..model import (Actuator, BodyLoad, Bushing, CoordinateCoupler, CoordinateLimitForce, Function,
                      LoopConstraint, ModelError, Motor, RotarySpringDamper, SpringDamper)
 from .constraints import ROW_COUPLER, ROW_MOTOR, ROW_STOP, accumulate_angular, accumulate_linear, set_row
-from .functions import eval_function, pack_functions
+from .functions import FI_COLUMNS, eval_function, pack_functions
 from .kernels import inline, internal
 
 # element kinds
@@ -75,9 +75,19 @@ Forces = namedtuple("Forces", [
 ])
 
 
+def forces_layout(n, nmap, nff, nfun, nact, ninp):
+    """carve_forces' fields in its order: (float {field: length}, int {field: length}), as
+    kernels.tree_layout; controls, inputs and fi keep at least one row."""
+    floats = dict(el_f=n * NF, es=n * NS, maps=nmap, ff=nff, controls=max(nact, 1), inputs=max(ninp, 1),
+                  v3=3 * NSCRATCH, m3=36)
+    ints = dict(flags=HEADER, el_i=n * NI, fi=max(nfun, 1) * FI_COLUMNS)
+    return floats, ints
+
+
 def forces_sizes(n, nmap, nff, nfun, nact, ninp):
-    return (n * NF + n * NS + nmap + nff + max(nact, 1) + max(ninp, 1) + 3 * NSCRATCH + 36,
-            HEADER + n * NI + max(nfun, 1) * 7)
+    """(float, int) buffer lengths that carve_forces lays out."""
+    floats, ints = forces_layout(n, nmap, nff, nfun, nact, ninp)
+    return sum(floats.values()), sum(ints.values())
 
 
 @internal
@@ -95,7 +105,7 @@ def carve_forces(ef, ei):
     k = 0
     flags = ei[k:k + HEADER]; k += HEADER
     el_i = ei[k:k + n * NI].reshape((n, NI)); k += n * NI
-    fi = ei[k:k + max(nfun, 1) * 7].reshape((max(nfun, 1), 7)); k += max(nfun, 1) * 7
+    fi = ei[k:k + max(nfun, 1) * FI_COLUMNS].reshape((max(nfun, 1), FI_COLUMNS)); k += max(nfun, 1) * FI_COLUMNS
     return Forces(flags, el_i, el_f, es, maps, ff, fi, controls, inputs, v3, m3), o, k
 
 
