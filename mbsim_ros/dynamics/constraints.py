@@ -196,7 +196,8 @@ def carve_solver(sf, si, mmax, nv, maxc, nlooprows):
 
 # ------------------------------------------------------------------------- compiling ---
 class ConstraintSet:
-    """The rules of one compiled world (buffers rf, ri) and the solver workspace (sf, si, lf, li).
+    """The rules of one compiled world (buffers rf, ri) and the solver workspace (sf, si, lf, li);
+    the kernels take them as two bundles, rule_buffers (rf, ri, sizes) and solver_buffers.
     `sizes` = (nv, loops, max rows, contact capacity, loop and drive rows, max contacts in the LCP).
     forces (a forces.ForceSet, optional) adds its motor guides as loops and room for its rows:
     stops before the loop rows, drive rows (motors, couplers) after them, warm-started with them."""
@@ -272,6 +273,8 @@ class ConstraintSet:
         self.lf = np.zeros(lf)
         self.li = np.zeros(li, dtype=np.int64)
         self.sizes = np.array([nv, nloop, self.mmax, ccap, lrows, self.max_contacts], dtype=np.int64)
+        self.rule_buffers = (rf, ri, self.sizes)                    # the kernels' `rules` argument
+        self.solver_buffers = (self.sf, self.si, self.lf, self.li)  # their `solver` argument
 
     def _compile_loops(self, compiled, rules):
         """Loop closure geometry in the link frames, completed from the initial configuration
@@ -945,10 +948,14 @@ def penalty_forces(t, d, s, c, ncon, stiffness, damping, friction_velocity, scra
 
 # ------------------------------------------------------------ entry point for checks ---
 @kernel
-def loop_rows_kernel(tf, ti, df, rf, ri, sf, si, sizes, q, joint_erp, dt):
-    """The loop closure rows at q (J in the solver's J, targets in b): for tests and tools."""
+def loop_rows_kernel(tree, data, rules, solver, q, joint_erp, dt):
+    """The loop closure rows at q (J in the solver's J, targets in b): for tests and tools.
+    tree, data, rules, solver: the bundles step.py's kernels take."""
+    tf, ti = tree
+    rf, ri, sizes = rules
+    sf, si, _, _ = solver
     t, _, _ = kernels.carve_tree(tf, ti)
-    d, _ = kernels.carve_data(df, ti)
+    d, _ = kernels.carve_data(data, ti)
     r, _, _ = carve_rules(rf, ri, sizes[0], sizes[1])
     s, _, _ = carve_solver(sf, si, sizes[2], sizes[0], sizes[3], sizes[4])
     kernels.forward_kinematics(t, d, q)

@@ -109,19 +109,19 @@ def carve_forces(ef, ei):
     return Forces(flags, el_i, el_f, es, maps, ff, fi, controls, inputs, v3, m3), o, k
 
 
-def forces_or_none(ef, ei):
-    """In kernels: the Forces views of (ef, ei), or None when ef is None. A world without force
-    elements passes ef = None, and the kernels taking `fe` test `fe is not None`: numba then
-    prunes that branch at compile time, so the step of such a world compiles none of this
-    file's kernels (about 30 CPU s less on the first run)."""
+def forces_or_none(forces):
+    """In kernels: the Forces views of the bundle forces = (ef, ei), or None when forces is None.
+    A world without force elements passes None, and the kernels taking `fe` test `fe is not
+    None`: numba then prunes that branch at compile time, so the step of such a world compiles
+    none of this file's kernels (about 30 CPU s less on the first run)."""
     raise TypeError("forces_or_none is for numba kernels")
 
 
 @overload(forces_or_none, jit_options=dict(cache=True, nogil=True))
-def _forces_or_none(ef, ei):
-    if isinstance(ef, types.NoneType):
-        return lambda ef, ei: None
-    return lambda ef, ei: carve_forces(ef, ei)[0]
+def _forces_or_none(forces):
+    if isinstance(forces, types.NoneType):
+        return lambda forces: None
+    return lambda forces: carve_forces(forces[0], forces[1])[0]
 
 
 # ------------------------------------------------------------------------- compiling ---
@@ -374,6 +374,7 @@ class ForceSet:
             n, len(maps), len(ff), fi.shape[0], nact, ninp, self.stop_rows, self.drive_rows)
         self.forces, used_f, used_i = carve_forces.py_func(self.ef, self.ei)
         assert (used_f, used_i) == (len(self.ef), len(self.ei)), "forces_sizes disagrees with carve_forces"
+        self.buffers = (self.ef, self.ei)     # the kernels' `forces` argument (None without elements)
         f = self.forces
         if n:
             f.el_i[:] = np.array(rows_i)

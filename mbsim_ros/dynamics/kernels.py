@@ -123,8 +123,9 @@ def carve_tree(tf, ti):
     """The Tree as views into one float and one int buffer (header ti[:6] = nb, nv, nl, nq,
     nff, nfn).
 
-    Kernels take the buffers, not the namedtuple: numba types a tuple of ~25 arrays on its
-    slow path (microseconds per call), three buffers on its fast one. Python code runs the
+    Kernels take the buffers, not the namedtuple: numba's dispatcher types a namedtuple
+    argument on its slow path (microseconds per call), arrays and plain tuples of a few (the
+    bundles of step.py's kernels) on its fast one. Python code runs the
     same lines through carve_tree.py_func (numpy views too): compiling a Python entry that
     returns ~25 arrays would cost a CPU second for nothing (likewise every carve_*)."""
     nb, nv, nl, nff, nfn = ti[0], ti[1], ti[2], ti[4], ti[5]
