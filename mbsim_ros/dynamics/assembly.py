@@ -22,7 +22,7 @@ MAX_ITERATIONS = 100
 def loop_residuals(compiled, constraints, df, q):
     """(J, e): the loop closure rows (m x nv) and their constraint functions at q."""
     k = constraints
-    m = loop_rows_kernel(compiled.tf, compiled.ti, df, k.rf, k.ri, k.sf, k.si, k.sizes, q, 1.0, 1.0)
+    m = loop_rows_kernel(compiled.buffers, df, k.rule_buffers, k.solver_buffers, q, 1.0, 1.0)
     s = k.solver
     return s.J[:m].copy(), -s.b[:m].copy()
 

@@ -61,9 +61,13 @@ class BatchSimulation:
         self._kernel = BATCH_INTEGRATORS[integrator]
         c, k, f = p.compiled, p.constraints, p.forces
         self._q, self._v, self._tau = np.zeros((n, c.nq)), np.zeros((n, c.nv)), np.zeros((n, c.nv))
-        self._df, self._cf, self._ci = _rows(p._df, n), _rows(p._cf, n), _rows(p._ci, n)
-        self._sf, self._si, self._lf, self._li = (_rows(x, n) for x in (k.sf, k.si, k.lf, k.li))
-        self._ef, self._ei = _rows(f.ef, n), _rows(f.ei, n)
+        # the per-world bundles of step.py's batch kernels: the one-world ones with a world axis
+        self._df = _rows(p._df, n)
+        self._contact_buffers = tuple(_rows(x, n) for x in p._contact_buffers)
+        self._solver_buffers = tuple(_rows(x, n) for x in k.solver_buffers)
+        self._force_buffers = tuple(_rows(x, n) for x in f.buffers)
+        self._sf, self._si = self._solver_buffers[:2]
+        self._ef, self._ei = self._force_buffers
         self._a_step = _slice_in(p._df, p._data.a_step)
         self._controls = _slice_in(f.ef, f.forces.controls[:len(f.actuator_names)])
         self._inputs = _slice_in(f.ef, f.forces.inputs[:len(f.input_names)])
@@ -151,11 +155,11 @@ class BatchSimulation:
         then SimulationError names the worlds and joints."""
         p = self.prototype
         p.compiled.tree.gravity[:] = p.models[0].gravity
-        c, k, g = p.compiled, p.constraints, p.geoms
+        c, k = p.compiled, p.constraints
         np.multiply(self._steps, self.dt, out=self._t0)
-        self._kernel(c.tf, c.ti, self._df, g.gf, g.gi, self._cf, self._ci, k.rf, k.ri, self._sf, self._si,
-                     self._lf, self._li, self._ef if p.forces.n else None, self._ei, k.sizes, p._options,
-                     self._q, self._v, self._tau, self._t0, self.dt, int(n), True if k.nloop else None,
+        self._kernel(c.buffers, self._df, p.geoms.buffers, self._contact_buffers, k.rule_buffers, self._solver_buffers,
+                     self._force_buffers if p.forces.n else None, p._options, self._q, self._v, self._tau,
+                     self._t0, self.dt, int(n), True if k.nloop else None,
                      True if p._options[0] == CONTACT_PENALTY else None, self._done, self._bad)
         self._steps += self._done
         failed = np.nonzero(self._bad >= 0)[0]

@@ -35,11 +35,12 @@ BODY_NV = {REVOLUTE: 1, PRISMATIC: 1, HELICAL: 1, SPHERICAL: 3, FREE: 6}
 
 
 class Compiled:
-    """The compiled tree (buffers `tf`, `ti` and their views `tree`) plus the Python-side
-    bookkeeping: which Model joint and link each slot belongs to."""
+    """The compiled tree (buffers `tf`, `ti`, the kernels' bundle of them `buffers`, their views
+    `tree`) plus the Python-side bookkeeping: which Model joint and link each slot belongs to."""
 
     def __init__(self, tf, ti, models, nq, nv, joint_of_v, link_names, entities, names, offsets, placements):
         self.tf, self.ti = tf, ti
+        self.buffers = (tf, ti)           # the kernels' `tree` argument (step.py)
         self.tree, used_f, used_i = carve_tree.py_func(tf, ti)
         assert (used_f, used_i) == (len(tf), len(ti)), "tree_sizes disagrees with carve_tree"
         self.models = models

@@ -103,13 +103,35 @@ Solver = namedtuple("Solver", [
 STAT_NCON, STAT_ROWS, STAT_STATUS, STAT_FALLBACKS, STAT_FAILURES, STAT_DROPPED, STAT_NPREV = range(7)
 
 
+# Layouts: {field: length} in carve order, float and int buffer (as kernels.tree_layout).
+def rules_layout(nv, nloop):
+    """carve_rules' fields: (float {field: length}, int {field: length})."""
+    floats = dict(lower=nv, upper=nv, velocity_limit=nv, effort_limit=nv, lock_q=nv, loop_pa=3 * nloop,
+                  loop_pb=3 * nloop, loop_ua=3 * nloop, loop_u1=3 * nloop, loop_u2=3 * nloop, loop_rrel=9 * nloop,
+                  loop_dist=nloop, world_R=9)
+    ints = dict(dof_parent=nv, dof_q=nv, locked=nv, loop_kind=nloop, loop_la=nloop, loop_lb=nloop, loop_row0=nloop)
+    return floats, ints
+
+
 def rules_sizes(nv, nloop):
-    return 5 * nv + nloop * 25 + 9, 3 * nv + 4 * nloop
+    """(float, int) buffer lengths that carve_rules lays out."""
+    floats, ints = rules_layout(nv, nloop)
+    return sum(floats.values()), sum(ints.values())
+
+
+def solver_layout(mmax, nv, maxc, nlooprows):
+    """carve_solver's fields: (float {field: length}, int {field: length})."""
+    floats = dict(J=mmax * nv, Y=mmax * nv, A=mmax * mmax, b=mmax, lo=mmax, hi=mmax, x=mmax, w=mmax, tau_applied=nv,
+                  scratch=24, cdir=9 * maxc, cforce=3 * maxc, cprev_point=3 * maxc, cprev_x=3 * maxc,
+                  loop_x=nlooprows)
+    ints = dict(findex=mmax, row_kind=mmax, row_src=mmax, csel=maxc, cprev_geom=2 * maxc, stats=8)
+    return floats, ints
 
 
 def solver_sizes(mmax, nv, maxc, nlooprows):
-    return (2 * mmax * nv + mmax * mmax + 5 * mmax + nv + 24 + 9 * maxc + 3 * maxc + 6 * maxc
-            + nlooprows, 3 * mmax + maxc + 2 * maxc + 8)
+    """(float, int) buffer lengths that carve_solver lays out."""
+    floats, ints = solver_layout(mmax, nv, maxc, nlooprows)
+    return sum(floats.values()), sum(ints.values())
 
 
 @internal
@@ -174,7 +196,8 @@ def carve_solver(sf, si, mmax, nv, maxc, nlooprows):
 
 # ------------------------------------------------------------------------- compiling ---
 class ConstraintSet:
-    """The rules of one compiled world (buffers rf, ri) and the solver workspace (sf, si, lf, li).
+    """The rules of one compiled world (buffers rf, ri) and the solver workspace (sf, si, lf, li);
+    the kernels take them as two bundles, rule_buffers (rf, ri, sizes) and solver_buffers.
     `sizes` = (nv, loops, max rows, contact capacity, loop and drive rows, max contacts in the LCP).
     forces (a forces.ForceSet, optional) adds its motor guides as loops and room for its rows:
     stops before the loop rows, drive rows (motors, couplers) after them, warm-started with them."""
@@ -250,6 +273,8 @@ class ConstraintSet:
         self.lf = np.zeros(lf)
         self.li = np.zeros(li, dtype=np.int64)
         self.sizes = np.array([nv, nloop, self.mmax, ccap, lrows, self.max_contacts], dtype=np.int64)
+        self.rule_buffers = (rf, ri, self.sizes)                    # the kernels' `rules` argument
+        self.solver_buffers = (self.sf, self.si, self.lf, self.li)  # their `solver` argument
 
     def _compile_loops(self, compiled, rules):
         """Loop closure geometry in the link frames, completed from the initial configuration
@@ -923,10 +948,14 @@ def penalty_forces(t, d, s, c, ncon, stiffness, damping, friction_velocity, scra
 
 # ------------------------------------------------------------ entry point for checks ---
 @kernel
-def loop_rows_kernel(tf, ti, df, rf, ri, sf, si, sizes, q, joint_erp, dt):
-    """The loop closure rows at q (J in the solver's J, targets in b): for tests and tools."""
+def loop_rows_kernel(tree, data, rules, solver, q, joint_erp, dt):
+    """The loop closure rows at q (J in the solver's J, targets in b): for tests and tools.
+    tree, data, rules, solver: the bundles step.py's kernels take."""
+    tf, ti = tree
+    rf, ri, sizes = rules
+    sf, si, _, _ = solver
     t, _, _ = kernels.carve_tree(tf, ti)
-    d, _ = kernels.carve_data(df, ti)
+    d, _ = kernels.carve_data(data, ti)
     r, _, _ = carve_rules(rf, ri, sizes[0], sizes[1])
     s, _, _ = carve_solver(sf, si, sizes[2], sizes[0], sizes[3], sizes[4])
     kernels.forward_kinematics(t, d, q)

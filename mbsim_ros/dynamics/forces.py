@@ -41,7 +41,7 @@ from numba.extending import overload
 from ..model import (Actuator, BodyLoad, Bushing, CoordinateCoupler, CoordinateLimitForce, Function,
                      LoopConstraint, ModelError, Motor, RotarySpringDamper, SpringDamper)
 from .constraints import ROW_COUPLER, ROW_MOTOR, ROW_STOP, accumulate_angular, accumulate_linear, set_row
-from .functions import eval_function, pack_functions
+from .functions import FI_COLUMNS, eval_function, pack_functions
 from .kernels import inline, internal
 
 # element kinds
@@ -75,9 +75,19 @@ Forces = namedtuple("Forces", [
 ])
 
 
+def forces_layout(n, nmap, nff, nfun, nact, ninp):
+    """carve_forces' fields in its order: (float {field: length}, int {field: length}), as
+    kernels.tree_layout; controls, inputs and fi keep at least one row."""
+    floats = dict(el_f=n * NF, es=n * NS, maps=nmap, ff=nff, controls=max(nact, 1), inputs=max(ninp, 1),
+                  v3=3 * NSCRATCH, m3=36)
+    ints = dict(flags=HEADER, el_i=n * NI, fi=max(nfun, 1) * FI_COLUMNS)
+    return floats, ints
+
+
 def forces_sizes(n, nmap, nff, nfun, nact, ninp):
-    return (n * NF + n * NS + nmap + nff + max(nact, 1) + max(ninp, 1) + 3 * NSCRATCH + 36,
-            HEADER + n * NI + max(nfun, 1) * 7)
+    """(float, int) buffer lengths that carve_forces lays out."""
+    floats, ints = forces_layout(n, nmap, nff, nfun, nact, ninp)
+    return sum(floats.values()), sum(ints.values())
 
 
 @internal
@@ -95,23 +105,23 @@ def carve_forces(ef, ei):
     k = 0
     flags = ei[k:k + HEADER]; k += HEADER
     el_i = ei[k:k + n * NI].reshape((n, NI)); k += n * NI
-    fi = ei[k:k + max(nfun, 1) * 7].reshape((max(nfun, 1), 7)); k += max(nfun, 1) * 7
+    fi = ei[k:k + max(nfun, 1) * FI_COLUMNS].reshape((max(nfun, 1), FI_COLUMNS)); k += max(nfun, 1) * FI_COLUMNS
     return Forces(flags, el_i, el_f, es, maps, ff, fi, controls, inputs, v3, m3), o, k
 
 
-def forces_or_none(ef, ei):
-    """In kernels: the Forces views of (ef, ei), or None when ef is None. A world without force
-    elements passes ef = None, and the kernels taking `fe` test `fe is not None`: numba then
-    prunes that branch at compile time, so the step of such a world compiles none of this
-    file's kernels (about 30 CPU s less on the first run)."""
+def forces_or_none(forces):
+    """In kernels: the Forces views of the bundle forces = (ef, ei), or None when forces is None.
+    A world without force elements passes None, and the kernels taking `fe` test `fe is not
+    None`: numba then prunes that branch at compile time, so the step of such a world compiles
+    none of this file's kernels (about 30 CPU s less on the first run)."""
     raise TypeError("forces_or_none is for numba kernels")
 
 
 @overload(forces_or_none, jit_options=dict(cache=True, nogil=True))
-def _forces_or_none(ef, ei):
-    if isinstance(ef, types.NoneType):
-        return lambda ef, ei: None
-    return lambda ef, ei: carve_forces(ef, ei)[0]
+def _forces_or_none(forces):
+    if isinstance(forces, types.NoneType):
+        return lambda forces: None
+    return lambda forces: carve_forces(forces[0], forces[1])[0]
 
 
 # ------------------------------------------------------------------------- compiling ---
@@ -364,6 +374,7 @@ class ForceSet:
             n, len(maps), len(ff), fi.shape[0], nact, ninp, self.stop_rows, self.drive_rows)
         self.forces, used_f, used_i = carve_forces.py_func(self.ef, self.ei)
         assert (used_f, used_i) == (len(self.ef), len(self.ei)), "forces_sizes disagrees with carve_forces"
+        self.buffers = (self.ef, self.ei)     # the kernels' `forces` argument (None without elements)
         f = self.forces
         if n:
             f.el_i[:] = np.array(rows_i)

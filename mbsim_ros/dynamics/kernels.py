@@ -74,15 +74,40 @@ Data = namedtuple("Data", [
 TREE_HEADER = 6    # ti[:6] = nb, nv, nl, nq, nff, nfn
 
 
+# Each buffer's layout, written once: {field: length} in the order its carve function cuts the
+# fields, for the float buffer and the int buffer (a header of counts is a field of its own).
+# The size functions add them up; the Python side checks every carve against its layout
+# (Compiled and the other owners when they build their buffers, test/dynamics/test_layouts.py
+# field by field).
+def tree_layout(nb, nv, nl, nff, nfn):
+    """carve_tree's fields: (float {field: length}, int {field: length})."""
+    floats = dict(axis=18 * nb, hpitch=nb, R0=9 * nb, p0=3 * nb, S0=36 * nb, mass=nb, h=3 * nb, Io=9 * nb,
+                  armature=nv, damping=nv, stiffness=nv, rest=nv, friction=nv, link_R=9 * nl, link_p=3 * nl,
+                  gravity=3, radii=3 * nb, ff=nff)
+    ints = dict(header=TREE_HEADER, parent=nb, jtype=nb, iq=nb, iv=nb, nvb=nb, link_body=nl, ta_index=12 * nb,
+                fi=FI_COLUMNS * nfn)
+    return floats, ints
+
+
 def tree_sizes(nb, nv, nl, nff, nfn):
-    """(float, int) buffer lengths that carve_tree lays out (checked against it at compile)."""
-    return (nb * 83 + 5 * nv + 12 * nl + 3 + nff,
-            TREE_HEADER + 17 * nb + nl + FI_COLUMNS * nfn)
+    """(float, int) buffer lengths that carve_tree lays out."""
+    floats, ints = tree_layout(nb, nv, nl, nff, nfn)
+    return sum(floats.values()), sum(ints.values())
+
+
+def data_layout(nb, nv, nq, nl):
+    """carve_data's fields: (float {field: length}, {}): Data has no int buffer."""
+    floats = dict(Rr=9 * nb, pr=3 * nb, Rw=9 * nb, pw=3 * nb, X=36 * nb, S=36 * nb, ta_state=30 * nb,
+                  vel=6 * nb, cb=6 * nb, acc=6 * nb, IA=36 * nb, pA=6 * nb, U=36 * nb, Dinv=36 * nb, u=6 * nb,
+                  f=6 * nb, fext=6 * nb, M=nv * nv, qdd=nv, tau_total=nv, diag=nv, t6a=6, t6b=6, T66=36, T66b=36,
+                  UDi=36, link_R=9 * nl, link_p=3 * nl, q_prev=nq, v_prev=nv, a_step=nv, k_v=4 * nv, k_a=4 * nv,
+                  q_stage=nq, v_stage=nv, v_sum=nv, a_sum=nv, Sw=36 * nb, crb=13 * nb)
+    return floats, {}
 
 
 def data_size(nb, nv, nq, nl):
     """Float buffer length that carve_data lays out."""
-    return nb * 325 + nv * nv + 16 * nv + 2 * nq + 12 * nl + 120
+    return sum(data_layout(nb, nv, nq, nl)[0].values())
 
 
 kernel = kernel_decorator(error_model="numpy")                  # entry points, called from Python
@@ -98,8 +123,9 @@ def carve_tree(tf, ti):
     """The Tree as views into one float and one int buffer (header ti[:6] = nb, nv, nl, nq,
     nff, nfn).
 
-    Kernels take the buffers, not the namedtuple: numba types a tuple of ~25 arrays on its
-    slow path (microseconds per call), three buffers on its fast one. Python code runs the
+    Kernels take the buffers, not the namedtuple: numba's dispatcher types a namedtuple
+    argument on its slow path (microseconds per call), arrays and plain tuples of a few (the
+    bundles of step.py's kernels) on its fast one. Python code runs the
     same lines through carve_tree.py_func (numpy views too): compiling a Python entry that
     returns ~25 arrays would cost a CPU second for nothing (likewise every carve_*)."""
     nb, nv, nl, nff, nfn = ti[0], ti[1], ti[2], ti[4], ti[5]

@@ -170,7 +170,8 @@ class Physics:
                     setattr(self, k, value)
                 raise
         self._df, self._data = compiled.new_data()
-        self._cf, self._ci, self._contacts = geoms.new_workspace()
+        cf, ci, self._contacts = geoms.new_workspace()
+        self._contact_buffers = (cf, ci)      # the step kernel's `contacts` bundle
         self._af_df, _ = compiled.new_data()
         self._view_df, self._view_data = compiled.new_data()
         self._assemble()
@@ -223,11 +224,11 @@ class Physics:
                    f"armature {self._massless_armature:g} on {'their' if len(names) > 1 else 'its'} DOFs "
                    "(massless_armature)")
 
-    def _kernel_ef(self):
-        """The force elements' buffer for the kernels, None when the world has none: the step and
+    def _kernel_forces(self):
+        """The force elements' bundle for the kernels, None when the world has none: the step and
         sensor kernels then compile without forces.py's code. (Likewise the step kernel's
         `loops` argument is None without loop closures.)"""
-        return self.forces.ef if self.forces.n else None
+        return self.forces.buffers if self.forces.n else None
 
     def _check_smooth(self):
         """RK4 has no constraint solver: say what in the world needs one."""
@@ -582,8 +583,8 @@ class Physics:
         motor at the current state and time (constraint rows and joint springs not included)."""
         c = self.compiled
         out = np.zeros(c.nv)
-        applied_forces_kernel(c.tf, c.ti, self._af_df, self.forces.ef, self.forces.ei, self._q, self._v,
-                              self.t, np.zeros(c.nv), out)
+        applied_forces_kernel(c.buffers, self._af_df, self.forces.buffers, self._q, self._v, self.t,
+                              np.zeros(c.nv), out)
         return out
 
     # -- stepping ---------------------------------------------------------------------
@@ -591,12 +592,11 @@ class Physics:
         """Advance n steps of dt. Raises SimulationError (state left at the last finite step)
         if a coordinate becomes NaN or infinite."""
         self.compiled.tree.gravity[:] = self.models[0].gravity
-        c, k = self.compiled, self.constraints
-        f = self.forces
-        done, bad = self._step_kernel(c.tf, c.ti, self._df, self.geoms.gf, self.geoms.gi, self._cf,
-                                      self._ci, k.rf, k.ri, k.sf, k.si, k.lf, k.li, self._kernel_ef(), f.ei, k.sizes,
-                                      self._options, self._q, self._v, self._tau, self._steps * self.dt,
-                                      self.dt, int(n), True if k.nloop else None,
+        k = self.constraints
+        done, bad = self._step_kernel(self.compiled.buffers, self._df, self.geoms.buffers, self._contact_buffers,
+                                      k.rule_buffers, k.solver_buffers, self._kernel_forces(), self._options,
+                                      self._q, self._v, self._tau, self._steps * self.dt, self.dt, int(n),
+                                      True if k.nloop else None,
                                       True if self._options[0] == CONTACT_PENALTY else None)
         self._steps += done
         if bad >= 0:

@@ -7,6 +7,17 @@ force elements explicit, v* = v + dt qdd, constraint impulses (contacts, limits,
 stops, loops, motors, couplers), v+ = v* + M^-1 J^T x, then positions with v+. RK4 integrates
 smooth forces only: penalty contact, force elements, no constraint rows. The step kernels take
 the simulation time t0 of their first step: time functions (loads, motors) read it.
+
+The entry points take the world's buffers as a few bundles, plain tuples of arrays that their
+owners build once (a namedtuple argument would put numba's dispatcher on its slow path):
+  tree      (tf, ti)             Compiled.buffers: the compiled tree (kernels.carve_tree)
+  data      df                   the Data workspace (kernels.carve_data)
+  geoms     (gf, gi)             GeomSet.buffers (collision/layout.carve_geoms)
+  contacts  (cf, ci)             the Contacts workspace (collision/layout.carve_contacts)
+  rules     (rf, ri, sizes)      ConstraintSet.rule_buffers: the rules and the constraint sizes
+  solver    (sf, si, lf, li)     ConstraintSet.solver_buffers: the solver and LCP workspaces
+  forces    (ef, ei) or None     ForceSet.buffers; None: a world without force elements
+  options   optf                 the solver options (constraints.Options)
 """
 from numba import prange
 
@@ -107,38 +118,47 @@ def _explicit_accel(t, d, g, c, s, r, opt, fe, penalty, q, v, tau, time, qdd):
 
 
 @inline
-def _carve_world(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, ef, ei, sizes, optf):
+def _carve_world(tree, data, geoms, contacts, rules, solver, forces, options):
+    """The named views of the bundles (the module docstring lists them)."""
+    tf, ti = tree
+    gf, gi = geoms
+    cf, ci = contacts
+    rf, ri, sizes = rules
+    sf, si, _, _ = solver
     t, _, _ = carve_tree(tf, ti)
-    d, _ = carve_data(df, ti)
+    d, _ = carve_data(data, ti)
     g, _, _ = carve_geoms(gf, gi)
     c, _, _ = carve_contacts(cf, ci)
     nv, nloop, mmax, ccap, nlooprows = sizes[0], sizes[1], sizes[2], sizes[3], sizes[4]
     r, _, _ = carve_rules(rf, ri, nv, nloop)
     s, _, _ = carve_solver(sf, si, mmax, nv, ccap, nlooprows)
-    opt = Options(optf[0], optf[1], optf[2], optf[3], optf[4], optf[5], optf[6], optf[7], optf[8],
-                  optf[9], optf[10], optf[11])
-    fe = forces_or_none(ef, ei)
+    o = options
+    opt = Options(o[0], o[1], o[2], o[3], o[4], o[5], o[6], o[7], o[8], o[9], o[10], o[11])
+    fe = forces_or_none(forces)
     return t, d, g, c, r, s, opt, fe
 
 
 # ------------------------------------------------------------ entry points from Python ---
 @kernel
-def step_semi_implicit_euler(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, lf, li, ef, ei, sizes, optf,
+def step_semi_implicit_euler(tree, data, geoms, contacts, rules, solver, forces, options,
                              q, v, tau, t0, dt, nsteps, loops, penalty):
     """Returns (steps done, first non-finite DOF or -1); on a blow-up the state before the
     failing step is restored. loops None: the world has no loop closures, and the kernel
-    compiles without their rows (numba prunes the branch); ef None likewise compiles it without
-    force elements, penalty None without penalty contact. The loop lives here, not in a kernel of its own that this one calls: numba
-    optimizes and generates the machine code of everything a kernel calls once more for each
-    kernel level above it, and the step calls nearly all of the code."""
-    t, d, g, c, r, s, opt, fe = _carve_world(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, ef, ei, sizes, optf)
+    compiles without their rows (numba prunes the branch); forces None likewise compiles it
+    without force elements, penalty None without penalty contact. The loop lives here, not in a
+    kernel of its own that this one calls: numba optimizes and generates the machine code of
+    everything a kernel calls once more for each kernel level above it, and the step calls
+    nearly all of the code."""
+    t, d, g, c, r, s, opt, fe = _carve_world(tree, data, geoms, contacts, rules, solver, forces, options)
+    _, _, sizes = rules
+    _, _, lf, li = solver
     nloop, maxc = sizes[1], sizes[5]
     nv = v.shape[0]
     for step in range(nsteps):
         time = t0 + step * dt
         copy_into(d.q_prev, q)
         copy_into(d.v_prev, v)
-        ncon = _contacts_and_applied(t, d, g, c, s, r, opt, fe, ef, penalty, q, v, tau, time)
+        ncon = _contacts_and_applied(t, d, g, c, s, r, opt, fe, forces, penalty, q, v, tau, time)
         passive_implicit(t, d, q, v, s.tau_applied, dt, opt.friction_velocity)
         dense = nv > 0 and r.dof_parent[0] == DENSE_ROOT
         if dense:
@@ -161,14 +181,14 @@ def step_semi_implicit_euler(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, lf, li,
             m = contact_rows(t, d, s, c, ncontact, d.v_prev, m, opt.erp, opt.max_erv,
                               opt.bounce_velocity, dt, s.scratch)
         m = joint_rows(t, r, s, q, v, m, opt.joint_erp, dt)
-        if ef is not None:       # not fe: numba prunes on the arguments only
+        if forces is not None:       # not fe: numba prunes on the arguments only
             if fe.flags[H_NSTOP] > 0:
                 m = stop_rows(t, d, s, fe, v, m, opt.joint_erp, dt)
         loop0 = m        # loop and drive rows: always present, warm-started from the last step
         if loops is not None:
             for k in range(nloop):
                 m = loop_rows(t, d, r, s, k, m, s.scratch, opt.joint_erp, dt)
-        if ef is not None:
+        if forces is not None:
             if fe.flags[H_NDRIVE] > 0:
                 m = drive_rows(t, d, s, fe, q, v, m, time, opt.joint_erp, dt)
         if m > loop0:
@@ -196,12 +216,12 @@ def step_semi_implicit_euler(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, lf, li,
 
 
 @kernel
-def step_rk4(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, lf, li, ef, ei, sizes, optf, q, v, tau, t0, dt, nsteps,
+def step_rk4(tree, data, geoms, contacts, rules, solver, forces, options, q, v, tau, t0, dt, nsteps,
              loops, penalty):
     """Classical RK4 with stage positions q (+) c dt v_k on the manifold (as MuJoCo's RK4);
     passive and penalty contact forces explicit. Returns (steps done, first non-finite DOF or -1).
     loops, penalty: as step_semi_implicit_euler's (RK4 takes no loop closures)."""
-    t, d, g, c, r, s, opt, fe = _carve_world(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, ef, ei, sizes, optf)
+    t, d, g, c, r, s, opt, fe = _carve_world(tree, data, geoms, contacts, rules, solver, forces, options)
     nv = v.shape[0]
     cs = (0.0, 0.5, 0.5, 1.0)
     ws = (1.0 / 6.0, 1.0 / 3.0, 1.0 / 3.0, 1.0 / 6.0)
@@ -236,13 +256,15 @@ def step_rk4(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, lf, li, ef, ei, sizes, 
 
 
 @kernel
-def applied_forces_kernel(tf, ti, df, ef, ei, q, v, time, zero, tau):
+def applied_forces_kernel(tree, data, forces, q, v, time, zero, tau):
     """tau = the generalized force of every force element, actuator, load and force motor at
     (q, v, time): RNEA without them minus RNEA with them (both at zero acceleration), plus
     their generalized forces. No element state changes (turn counting continues from the
     last step)."""
+    tf, ti = tree
+    ef, ei = forces
     t, _, _ = carve_tree(tf, ti)
-    d, _ = carve_data(df, ti)
+    d, _ = carve_data(data, ti)
     fe, _, _ = carve_forces(ef, ei)
     velocity_kinematics(t, d, q, v)
     link_poses(t, d)
@@ -257,38 +279,44 @@ def applied_forces_kernel(tf, ti, df, ef, ei, q, v, time, zero, tau):
 
 
 # ---------------------------------------------- many worlds of one model in one call ---
-# Each world's row of the per-world buffers (df, cf, ci, sf, si, lf, li, ef, ei, q, v, tau) is
-# handed to the one-world step kernel, so that a batch computes exactly what separate
+# The per-world bundles (data, contacts, solver, forces, q, v, tau) have a leading world axis;
+# world w's rows go to the one-world step kernel, so that a batch computes exactly what separate
 # Simulations compute, bit for bit; prange spreads the worlds over numba's threads. The model's
-# buffers (tf, ti, gf, gi, rf, ri) are shared: the step only reads them. t0[w] is world w's time.
+# bundles (tree, geoms, rules, options) are shared: the step only reads them. t0[w] is world w's
+# time.
 @batch_kernel
-def step_batch_semi_implicit_euler(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, lf, li, ef, ei, sizes, optf,
+def step_batch_semi_implicit_euler(tree, data, geoms, contacts, rules, solver, forces, options,
                                    q, v, tau, t0, dt, nsteps, loops, penalty, done, bad):
-    """step_semi_implicit_euler for every world w (the per-world buffers' row w); world w's
+    """step_semi_implicit_euler for every world w (the per-world bundles' row w); world w's
     (steps done, first non-finite DOF or -1) into done[w], bad[w]."""
+    cf, ci = contacts
+    sf, si, lf, li = solver
     for w in prange(q.shape[0]):
-        if ef is None:
-            r = step_semi_implicit_euler(tf, ti, df[w], gf, gi, cf[w], ci[w], rf, ri, sf[w], si[w], lf[w], li[w],
-                                         None, None, sizes, optf, q[w], v[w], tau[w], t0[w], dt, nsteps, loops,
-                                         penalty)
+        if forces is None:
+            r = step_semi_implicit_euler(tree, data[w], geoms, (cf[w], ci[w]), rules, (sf[w], si[w], lf[w], li[w]),
+                                         None, options, q[w], v[w], tau[w], t0[w], dt, nsteps, loops, penalty)
         else:
-            r = step_semi_implicit_euler(tf, ti, df[w], gf, gi, cf[w], ci[w], rf, ri, sf[w], si[w], lf[w], li[w],
-                                         ef[w], ei[w], sizes, optf, q[w], v[w], tau[w], t0[w], dt, nsteps, loops,
+            ef, ei = forces
+            r = step_semi_implicit_euler(tree, data[w], geoms, (cf[w], ci[w]), rules, (sf[w], si[w], lf[w], li[w]),
+                                         (ef[w], ei[w]), options, q[w], v[w], tau[w], t0[w], dt, nsteps, loops,
                                          penalty)
         done[w] = r[0]
         bad[w] = r[1]
 
 
 @batch_kernel
-def step_batch_rk4(tf, ti, df, gf, gi, cf, ci, rf, ri, sf, si, lf, li, ef, ei, sizes, optf,
+def step_batch_rk4(tree, data, geoms, contacts, rules, solver, forces, options,
                    q, v, tau, t0, dt, nsteps, loops, penalty, done, bad):
     """step_rk4 for every world, as step_batch_semi_implicit_euler."""
+    cf, ci = contacts
+    sf, si, lf, li = solver
     for w in prange(q.shape[0]):
-        if ef is None:
-            r = step_rk4(tf, ti, df[w], gf, gi, cf[w], ci[w], rf, ri, sf[w], si[w], lf[w], li[w],
-                         None, None, sizes, optf, q[w], v[w], tau[w], t0[w], dt, nsteps, loops, penalty)
+        if forces is None:
+            r = step_rk4(tree, data[w], geoms, (cf[w], ci[w]), rules, (sf[w], si[w], lf[w], li[w]),
+                         None, options, q[w], v[w], tau[w], t0[w], dt, nsteps, loops, penalty)
         else:
-            r = step_rk4(tf, ti, df[w], gf, gi, cf[w], ci[w], rf, ri, sf[w], si[w], lf[w], li[w],
-                         ef[w], ei[w], sizes, optf, q[w], v[w], tau[w], t0[w], dt, nsteps, loops, penalty)
+            ef, ei = forces
+            r = step_rk4(tree, data[w], geoms, (cf[w], ci[w]), rules, (sf[w], si[w], lf[w], li[w]),
+                         (ef[w], ei[w]), options, q[w], v[w], tau[w], t0[w], dt, nsteps, loops, penalty)
         done[w] = r[0]
         bad[w] = r[1]

@@ -25,16 +25,17 @@ ACCELEROMETER, GYRO, FORCE = 1, 2, 3
 
 
 @kernel
-def sense_kernel(tf, ti, df, ef, ei, time, q, v, a, c_link, c_point, c_force, kind, body, R, p, tau_scratch, out):
+def sense_kernel(tree, data, forces, time, q, v, a, c_link, c_point, c_force, kind, body, R, p, tau_scratch, out):
     """out[k, :] = reading of sensor k (3 values for accelerometer and gyro, 6 for force).
 
     kind: ACCELEROMETER | GYRO | FORCE; body: its compiled body, -1 if welded to the world;
     R, p: sensor frame in the body frame (in the world frame when body is -1).
     c_link (n, 2), c_point (n, 3), c_force (n, 3): contacts, force on link a at the world
-    point (link b gets its opposite). (ef, ei): the force elements (forces.ForceSet), applied
-    at `time`; ef None when there are none."""
+    point (link b gets its opposite). tree, data: as step.py's kernels take them; forces: the
+    force elements' bundle (ForceSet.buffers), applied at `time`, None when there are none."""
+    tf, ti = tree
     t, _, _ = carve_tree(tf, ti)
-    d, _ = carve_data(df, ti)
+    d, _ = carve_data(data, ti)
     velocity_kinematics(t, d, q, v)
     link_poses(t, d)
     fext = d.fext
@@ -43,7 +44,8 @@ def sense_kernel(tf, ti, df, ef, ei, time, q, v, a, c_link, c_point, c_force, ki
         add_body_force(t.link_body, d.Rw, d.pw, fext, c_link[k, 0], c_point[k], c_force[k], 1.0)
         add_body_force(t.link_body, d.Rw, d.pw, fext, c_link[k, 1], c_point[k], c_force[k], -1.0)
     # generalized forces act inside their joints (like joint torques): only body forces matter
-    if ef is not None:       # None: a world without force elements, compiled without them
+    if forces is not None:       # None: a world without force elements, compiled without them
+        ef, ei = forces
         fe, _, _ = carve_forces(ef, ei)
         if fe.flags[H_N] > 0:
             apply_forces(t, d, fe, q, v, time, tau_scratch, False)

@@ -229,8 +229,7 @@ class Simulation(dynamics.Physics):
                        (self._steps - 1) * self.dt)
 
     def _evaluate(self, q, v, qdd, c_link, c_point, c_force, time):
-        f = self.forces
-        sense_kernel(self.compiled.tf, self.compiled.ti, self._sense_df, self._kernel_ef(), f.ei, time, q, v, qdd, c_link,
+        sense_kernel(self.compiled.buffers, self._sense_df, self._kernel_forces(), time, q, v, qdd, c_link,
                      c_point, c_force, self._kin_kind, self._kin_body, self._kin_R, self._kin_p,
                      self._tau_scratch, self._kin_out)
 

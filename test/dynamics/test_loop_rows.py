@@ -19,7 +19,7 @@ ERP, DT = 0.2, 1e-3
 
 
 def rows_at(compiled, cs, df, q):
-    m = loop_rows_kernel(compiled.tf, compiled.ti, df, cs.rf, cs.ri, cs.sf, cs.si, cs.sizes, q, ERP, DT)
+    m = loop_rows_kernel(compiled.buffers, df, cs.rule_buffers, cs.solver_buffers, q, ERP, DT)
     s = cs.solver
     return s.J[:m].copy(), -s.b[:m] * DT / ERP
 

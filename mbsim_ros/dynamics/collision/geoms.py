@@ -12,11 +12,12 @@ from .layout import (BOX, CAPSULE, CONE, CYLINDER, KIND_OF_SHAPE, MAX_MANIFOLD, 
 
 # --------------------------------------------------------------------- Python side ---
 class GeomSet:
-    """The compiled geoms (buffers gf, gi and their views `geoms`), their names for messages
-    and the contact capacity a workspace holds."""
+    """The compiled geoms (buffers gf, gi, the kernels' bundle of them `buffers`, their views
+    `geoms`), their names for messages and the contact capacity a workspace holds."""
 
     def __init__(self, gf, gi, names, link_names, ncand):
         self.gf, self.gi = gf, gi
+        self.buffers = (gf, gi)       # the step kernels' `geoms` argument
         self.geoms, used_f, used_i = carve_geoms.py_func(gf, gi)
         assert (used_f, used_i) == (len(gf), len(gi)), "geom_sizes disagrees with carve_geoms"
         self.names = names            # "link/shape index" per geom

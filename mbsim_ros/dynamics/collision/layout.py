@@ -59,17 +59,34 @@ Contacts = namedtuple("Contacts", [
 ])
 
 
+# Layouts: {field: length} in carve order, float and int buffer (as kernels.tree_layout).
+def geom_layout(ng, nverts, npair):
+    """carve_geoms' fields: (float {field: length}, int {field: length})."""
+    floats = dict(R=9 * ng, p=3 * ng, size=3 * ng, friction=ng, restitution=ng, rbound=ng, verts=3 * nverts)
+    ints = dict(header=4, kind=ng, link=ng, vert_start=ng, vert_count=ng, pairs=2 * npair)
+    return floats, ints
+
+
 def geom_sizes(ng, nverts, npair):
     """(float, int) buffer lengths that carve_geoms lays out."""
-    return 18 * ng + 3 * nverts, 4 + 4 * ng + 2 * npair
+    floats, ints = geom_layout(ng, nverts, npair)
+    return sum(floats.values()), sum(ints.values())
+
+
+def contacts_layout(capacity, ng, ncand):
+    """carve_contacts' fields: (float {field: length}, int {field: length})."""
+    cap = capacity
+    floats = dict(point=3 * cap, normal=3 * cap, depth=cap, mu=cap, restitution=cap, geom_R=9 * ng, geom_p=3 * ng,
+                  geom_half=3 * ng, feat=6 * MAX_FEATURE, poly=6 * MAX_POLY, cand=7 * ncand, simplex=40,
+                  epa_vert=9 * EPA_MAX_VERTS, epa_face=4 * EPA_MAX_FACES)
+    ints = dict(header=3, link=2 * cap, geom=2 * cap, epa_index=4 * EPA_MAX_FACES, epa_edge=2 * EPA_MAX_EDGES)
+    return floats, ints
 
 
 def contacts_sizes(capacity, ng, ncand):
     """(float, int) buffer lengths that carve_contacts lays out."""
-    nf = (9 * capacity + 15 * ng + 6 * MAX_FEATURE + 6 * MAX_POLY + 7 * ncand + 40
-          + 9 * EPA_MAX_VERTS + 4 * EPA_MAX_FACES)
-    ni = 3 + 4 * capacity + 4 * EPA_MAX_FACES + 2 * EPA_MAX_EDGES
-    return nf, ni
+    floats, ints = contacts_layout(capacity, ng, ncand)
+    return sum(floats.values()), sum(ints.values())
 
 
 @internal
