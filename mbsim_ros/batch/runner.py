@@ -2,13 +2,20 @@
 
 Where: an existing cluster when a scheduler address is given (argument or DASK_SCHEDULER_ADDRESS),
 else an embedded LocalCluster on this machine (processes, one single-threaded worker per core,
-loopback only); workers=0 runs every scenario here, one after another (no Dask).
+loopback only); workers=0 runs every scenario here (no Dask): the batched chunks on a thread per
+core, the others one after another.
+What runs batched: plan.py decides (scenarios of one model that differ only in initial state,
+when nothing needs a harness), in chunks of about (batched scenarios) / (worker threads), one
+task each; a chunk steps its worlds on its task's thread (batched.py). One task per worker
+thread, not one prange over the cores per task: Dask already gives every core a thread, a
+task's kernel threads would compete with the other workers' tasks, and a prange meets its
+threads at a barrier every step, which a loaded machine turns into waits (bench/README.md).
 What travels: the world as bytes (spec.world_bytes(): the loaded models, run configuration,
 drivers, metrics), installed once on every worker by a worker plugin (worker.py: the scheduler
 gives it to workers that join or restart too, where scattered data would be lost with the last
-worker holding it); each scenario is one task with no dependency, so the scheduler queues them
-and hands each worker one or two at a time. A task never
-fails (scenario.run_scenario makes a failed row); a worker that dies has its tasks rerun
+worker holding it); each scenario or chunk is one task with no dependency, so the scheduler
+queues them and hands each worker one or two at a time (chunks first: the longest). A task never
+fails (run_scenario and run_chunk make failed rows); a worker that dies has its tasks rerun
 elsewhere by the scheduler (distributed.scheduler.allowed-failures); a task that still cannot
 finish becomes a failed row too.
 Results: rows are written as they arrive to DIR/parts/*.parquet (each part a complete file, so
