@@ -45,7 +45,7 @@ from .scenario import Schedule, configure, failure, new_row, run_scenario, warni
 from .signals import Signals
 
 with kernel_cache("batch"):
-    from .record import one_thread, record_worlds_kernel
+    from .record import launch_guard, one_thread, record_worlds_kernel
 
 # warnings.catch_warnings changes process-wide state: chunks running in threads of one process
 # take turns in the parts that catch warnings (building worlds, metrics); stepping catches none
@@ -209,6 +209,7 @@ def _step_all(base, batch, worlds, stop):
     schedule = Schedule(base["schedules"][name]) if name else None
     control = _Control(worlds)
     record_worlds_kernel(0, 0.0, alive, batch.q, batch.v, stats, STAT_NCON, 0, cforce, T, Q, V, C)
+    guard = launch_guard()
     for k in range(steps):
         if stop is not None and stop.is_set():
             return None
@@ -220,7 +221,8 @@ def _step_all(base, batch, worlds, stop):
                 inputs.changed = False
         TAU[:, k + 1] = batch.tau                 # the tau of the step that gives row k + 1 (_Recorder.tau_row)
         try:
-            batch.step()
+            with guard:
+                batch.step()
         except SimulationError:
             for i, joint in batch.blown_up.items():
                 if alive[i]:

@@ -3,6 +3,7 @@ microseconds per call; this is a sizeable share of a 100 us step otherwise), for
 for the worlds of a BatchSimulation (batched.py)."""
 import contextlib
 import math
+import threading
 
 from numba import njit
 
@@ -45,3 +46,15 @@ def one_thread():
         yield
     finally:
         numba.set_num_threads(before)
+
+
+_ONE_LAUNCH = threading.Lock()
+
+
+def launch_guard():
+    """What to hold around a BatchSimulation.step when chunks step on threads of one process:
+    a process-wide lock under numba's workqueue layer (used where neither OpenMP nor TBB is
+    installed; it aborts the process when two threads launch parallel kernels at once), else
+    nothing. Call it after a parallel kernel has run (the layer is chosen then)."""
+    import numba
+    return _ONE_LAUNCH if numba.threading_layer() == "workqueue" else contextlib.nullcontext()

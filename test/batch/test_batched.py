@@ -168,3 +168,22 @@ def test_the_line_names_the_scenarios_that_ran_alone():
     assert batched_line(10, 12) == ("batched: 10 of 12 scenarios ran as the worlds of BatchSimulations; 2 each on "
                                     "its own (no other scenario with their model, or not the model of their group)")
     assert batched_line(0, 3, "a controller drives them").endswith("; each on its own (a controller drives them)")
+
+
+def test_chunks_on_threads_of_one_process_survive_numbas_workqueue_layer(tmp_path):
+    """numba's workqueue layer (where neither OpenMP nor TBB is installed) aborts the process when
+    two threads launch parallel kernels at once; chunks on this process's threads (one per core)
+    take turns at each step there. A fresh process, since the layer is chosen once per process."""
+    import os
+    import subprocess
+    import sys
+    import yaml
+    spec_path = tmp_path / "cart.yaml"
+    spec_path.write_text(yaml.safe_dump(cart_sweep(parameters={"joint.ARM.q0": {"values": [0.0, 0.3]}}),
+                                        sort_keys=False))
+    env = dict(os.environ, NUMBA_THREADING_LAYER="workqueue")
+    done = subprocess.run([sys.executable, "-m", "mbsim_ros.cli", "batch", str(spec_path), "-o", str(tmp_path / "out"),
+                           "--workers", "0", "--quiet", "--no-plot"], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "batched: 4 of 4 scenarios" in done.stdout and "4 scenarios: 4 ok, 0 failed" in done.stdout
