@@ -75,7 +75,7 @@ def _build(world_bytes, scenario, base):
             config, _, sim = build_headless(models, config)
             w.controller = JointController(sim, joint_dofs(sim), config.pd_gains, config.command_interfaces)
             w.controller.apply(sim)                  # as the Session does before its first step
-            w.sim, w.config = sim, config
+            w.sim, w.config, w.dofs = sim, config, joint_dofs(sim)
         except Exception as e:
             w.row.update(status="failed", error=failure(e))
     w.caught = list(caught)
@@ -107,6 +107,8 @@ def _batch_of(worlds):
         batch = new(len(kept))
         for i, w in enumerate(kept):
             batch.set_world(i, w.sim)
+    for w in kept:                # the batch has their state: keep what Signals.of reads, not the Simulation
+        w.sim = types.SimpleNamespace(models=w.sim.models, nv=w.sim.nv, dt=w.sim.dt)
     return batch, kept, apart
 
 
@@ -246,8 +248,7 @@ def _step_all(base, batch, worlds, stop):
 
 
 def _metrics(base, w, i, T, Q, V, TAU, C, m):
-    sim = types.SimpleNamespace(models=w.sim.models, nv=w.sim.nv, dt=w.sim.dt)   # what Signals.of reads
-    sig = Signals.of(sim, w.dofs, T[:m].copy(), Q[i, :m].copy(), V[i, :m].copy(), TAU[i, :m].copy(),
+    sig = Signals.of(w.sim, w.dofs, T[:m].copy(), Q[i, :m].copy(), V[i, :m].copy(), TAU[i, :m].copy(),
                      C[i, :m].copy(), {})
     with _CATCHING, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -278,8 +279,6 @@ def _run_chunk(world_bytes, scenarios, stop):
             batch, worlds, apart = None, [], worlds
     rows = {}
     if worlds:
-        for w in worlds:
-            w.dofs = joint_dofs(w.sim)
         try:
             recorded = _step_all(base, batch, worlds, stop)
         except Exception:              # not a world's failure but the batched path's: one by one instead
