@@ -4,6 +4,7 @@ of the same scenario function in this process and against the bare physics (a se
 Simulation stepped in a loop, no harness, no recording).
 
     python bench/batch.py [--seconds 5] [--scenarios 6] [--quick]
+    python bench/batch.py --batched [--seconds 1] [--scenarios 32] [--repeat 2]
 
 Prints scenarios per second for each, the 2-worker speedup over 1 worker (goal: >= 1.8x on 2
 cores), and the batch machinery's overhead per scenario (Dask scheduling, moving the world and
@@ -17,8 +18,20 @@ scenario's CPU time: the overhead a long batch pays per scenario. The workers
 load the numba kernels once each (a warm-up task before timing, timed separately). The load
 average is printed beside each figure, and the cores two busy processes get together (on a
 shared machine, what bounds the 2-worker speedup).
+
+--batched: a batch every scenario of which can run batched (SR1, initial knee angles and
+headings crossed with seeds, the built-in metrics that read the state) run both ways on one
+LocalCluster of 2 workers as `mbsim batch` starts it: as the worlds of BatchSimulations (the
+default) and one Harness per scenario (--no-batched), alternating, after one untimed run of
+each (every worker has loaded both paths' kernels); wall time and the CPU time of every process
+(this one, scheduler, nannies, workers: the figure a loaded machine does not blur). Then each way
+once more as the command itself, a fresh `mbsim batch` process (cluster start and kernel loads
+included). Prints the times side by side and their ratios, the rows compared bit for bit. Last, how a chunk is
+best put on the cores when it steps once per call: one BatchSimulation on numba's 2 threads
+(prange) against two half batches on a thread each.
 """
 import argparse
+import math
 import os
 import sys
 import tempfile
@@ -125,20 +138,141 @@ def on_dask(spec, workers, out):
     return started, warmed, wall, cpu, cpu_workers, table.to_pylist()
 
 
+def batched_spec(seconds, scenarios):
+    """SR1 scenarios of one model: knee angles x headings x seeds (at least `scenarios`), state metrics."""
+    from mbsim_ros.batch.spec import load_spec, prepare
+    metrics = {m: {} for m in ("fell", "final_tilt", "max_tilt", "max_contact_force", "max_joint_torque",
+                               "distance", "settle_time")}
+    knees = [0.0, 0.1, 0.2, 0.3]
+    seeds = max(1, -(-scenarios // (2 * len(knees))))
+    data = {"duration": seconds, "seeds": seeds, "metrics": metrics,
+            "parameters": {"joint.RLEG_KNEE.q0": {"values": knees}, "model.SR1.yaw": {"values": [0.0, 0.3]}}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return data, prepare(load_spec(data))
+
+
+def prange_or_chunks(spec, worlds=16, steps=300, repeat=3):
+    """Stepping one step per call (as a batched chunk records every step): one BatchSimulation
+    of all worlds on numba's threads (2) against two of half as many, each on its own Python
+    thread with one numba thread (the kernels release the GIL). us per world-step, best of repeat."""
+    import copy
+    import threading
+    import numba
+    import mbsim_ros as mb
+    from mbsim_ros.run import build_simulation
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sim = build_simulation(copy.deepcopy(spec.models), copy.deepcopy(spec.config))
+
+        def batch(n):
+            return mb.BatchSimulation(list(sim.models), n, dt=sim.dt, poses=sim.placements, names=sim.entities)
+
+        def run(b, threads):
+            numba.set_num_threads(threads)
+            for _ in range(steps):
+                b.step()
+
+        def one():
+            b = batch(worlds)
+            t0 = time.perf_counter()
+            run(b, 2)
+            return time.perf_counter() - t0
+
+        def two():
+            bs = [batch(worlds // 2), batch(worlds // 2)]
+            ts = [threading.Thread(target=run, args=(b, 1)) for b in bs]
+            t0 = time.perf_counter()
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join()
+            return time.perf_counter() - t0
+        best = {"one": math.inf, "two": math.inf}
+        for _ in range(repeat):
+            best["one"] = min(best["one"], one())
+            best["two"] = min(best["two"], two())
+    per = {k: v / worlds / steps * 1e6 for k, v in best.items()}
+    print(f"{worlds} worlds, one step a call, best of {repeat}: one batch on 2 threads (prange) {per['one']:.0f} us per "
+          f"world-step, two batches of {worlds // 2} on a thread each {per['two']:.0f} us: {per['one'] / per['two']:.2f}x "
+          f"({load()})")
+
+
+def compare_batched(seconds, scenarios, repeat):
+    """Batched against one Harness per scenario, on one cluster and as the command; then how a
+    chunk meets the cores (prange_or_chunks)."""
+    import subprocess
+    import yaml
+    from mbsim_ros.batch.plan import ran_batched
+    data, spec = batched_spec(seconds, scenarios)
+    n = len(spec.scenarios)
+    print(f"{n} SR1 scenarios of {seconds:g} s (knee angle x heading x seed), every one batchable, on a LocalCluster "
+          f"of 2 workers ({os.cpu_count()} cores, {load()})")
+    with tempfile.TemporaryDirectory() as tmp:
+        client, cluster = connect(workers=2)
+        times, cpus = {True: [], False: []}, {True: [], False: []}
+        rows = {}
+        for k in range(repeat + 1):                 # the first round untimed: kernels loaded in every worker
+            for batched in (True, False):
+                t0, c0 = time.perf_counter(), cpu_seconds()
+                table = run_batch(spec, os.path.join(tmp, f"{k}-{batched}"), client=client, batched=batched)
+                wall, cpu = time.perf_counter() - t0, cpu_seconds() - c0
+                rows[batched] = table.to_pylist()
+                if k:
+                    times[batched].append(wall)
+                    cpus[batched].append(cpu)
+                    print(f"  round {k}: {'batched      ' if batched else 'one by one   '} {wall:6.2f} s wall, "
+                          f"{cpu:6.2f} s CPU of every process ({load()})")
+        client.close()
+        cluster.close()
+        assert all(ran_batched(r) for r in rows[True]) and not any(ran_batched(r) for r in rows[False])
+        same = all(a[m] == b[m] or (math.isnan(a[m]) and math.isnan(b[m]))
+                   for a, b in zip(rows[True], rows[False]) for m in spec.metrics)
+        best = {b: min(t) for b, t in times.items()}
+        least = {b: min(t) for b, t in cpus.items()}
+        print(f"warm cluster, best of {repeat}: batched {best[True]:.2f} s, one by one {best[False]:.2f} s wall: "
+              f"{best[False] / best[True]:.2f}x; CPU {least[True]:.2f} against {least[False]:.2f} s: "
+              f"{least[False] / least[True]:.2f}x (metrics equal bit for bit: {same})")
+        path = os.path.join(tmp, "sweep.yaml")
+        with open(path, "w") as f:
+            yaml.safe_dump(data, f)
+        cold = {}
+        for batched in (True, False):
+            command = [sys.executable, "-m", "mbsim_ros.cli", "batch", path, "-o", os.path.join(tmp, f"cli-{batched}"),
+                       "--workers", "2", "--quiet", "--no-plot"] + ([] if batched else ["--no-batched"])
+            t0 = time.perf_counter()
+            done = subprocess.run(command, capture_output=True, text=True)
+            cold[batched] = time.perf_counter() - t0
+            line = next((x for x in done.stdout.splitlines() if x.startswith("batched:")), done.stderr.strip()[-200:])
+            print(f"  mbsim batch{'' if batched else ' --no-batched'}: {cold[batched]:.1f} s ({load()}): {line}")
+        print(f"the command, cluster start and kernel loads included: batched {cold[True]:.1f} s, one by one "
+              f"{cold[False]:.1f} s: {cold[False] / cold[True]:.2f}x")
+    prange_or_chunks(spec)
+    return 0
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--seconds", type=float, default=5.0, help="simulated seconds per scenario (default 5)")
-    p.add_argument("--scenarios", type=int, default=6, help="scenarios per batch (default 6)")
+    p.add_argument("--seconds", type=float, help="simulated seconds per scenario (default 5; --batched 1)")
+    p.add_argument("--scenarios", type=int, help="scenarios per batch (default 6; --batched 32)")
     p.add_argument("--quick", action="store_true", help="1 s scenarios, 4 of them")
+    p.add_argument("--batched", action="store_true", help="batched against one by one (default 32 scenarios of 1 s)")
+    p.add_argument("--repeat", type=int, default=2, help="--batched: timed rounds of each (default 2)")
     args = p.parse_args()
-    if args.quick:
+    if args.batched:
+        args.seconds, args.scenarios = args.seconds or 1.0, args.scenarios or 32
+    elif args.quick:
         args.seconds, args.scenarios = 1.0, 4
+    else:
+        args.seconds, args.scenarios = args.seconds or 5.0, args.scenarios or 6
     try:
         import dask.distributed  # noqa: F401
         import pyarrow  # noqa: F401
     except ImportError as e:
         print(f"bench/batch.py: needs dask[distributed] and pyarrow ({e}); skipped")
         return 0
+    if args.batched:
+        return compare_batched(args.seconds, args.scenarios, args.repeat)
     n = args.scenarios
     print(f"{n} scenarios of {args.seconds:g} s of the SR1 world on {os.cpu_count()} cores ({load()})")
     spec = spec_for(args.seconds, n)

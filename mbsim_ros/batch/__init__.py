@@ -5,7 +5,9 @@
     table = run_batch(spec, "results")                # pyarrow Table, one row per scenario
 
 Harness (harness.py) runs one world headless, driven as a ROS node is; Signals (signals.py) are
-what it recorded; metrics.py has the built-in metrics. Uses Simulation, sensors and the bag
+what it recorded; metrics.py has the built-in metrics. Scenarios of one model that differ only in
+their initial state run together as the worlds of a BatchSimulation instead, with the same rows
+(plan.py decides which, batched.py runs them). Uses Simulation, sensors and the bag
 transport, never rclpy. Dask and pyarrow are needed only by run_batch (`pip install mbsim_ros[batch]`).
 Names load on first use, so `mbsim` commands and the pytest plugin stay light.
 """

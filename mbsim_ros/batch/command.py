@@ -21,6 +21,10 @@ def add_arguments(p):
     p.add_argument("--resume", action="store_true", help="run only the scenarios the output directory lacks")
     p.add_argument("--bags", choices=["none", "failed", "all"], default="none",
                    help="keep each scenario's rosbag2 recording: none (default), failed ones, all")
+    p.add_argument("--no-batched", action="store_true", help="run every scenario through its own harness "
+                                                              "(default: scenarios of one model that differ only "
+                                                              "in their initial state run as the worlds of one "
+                                                              "BatchSimulation, with the same results)")
     p.add_argument("--compare", metavar="BASELINE", help="a results.parquet to check against: list every "
                                                          "metric that moved beyond its tolerance, exit 1 if any")
     p.add_argument("--no-plot", action="store_true", help="no summary.png")
@@ -55,13 +59,17 @@ def main(args):
              else f"on a local Dask cluster of {args.workers or os.cpu_count()} workers")
     print(f"batch {args.spec}: {len(spec.scenarios)} scenarios ({spec.sample}, {len(spec.seeds)} seed(s), "
           f"parameters: {', '.join(spec.parameter_names) or 'none'}) of {spec.duration:g} s each {where}")
+    from .plan import batched_line, ran_batched, reason
+    arrived = []
     try:
         table = run_batch(spec, out, scheduler=args.scheduler, workers=args.workers, resume=args.resume,
-                          bags=args.bags, progress=not args.quiet)
+                          bags=args.bags, progress=not args.quiet, batched=not args.no_batched,
+                          on_row=lambda row: arrived.append(ran_batched(row)))
     except BatchInterrupted as e:
         print(f"mbsim: {e}", file=sys.stderr)
         return 130
     from .report import compare, plot, summary
+    print(batched_line(sum(arrived), len(arrived), reason(spec, args.bags, not args.no_batched)))
     print(summary(table, spec))
     wrote = [os.path.join(out, RESULTS)]
     if not args.no_plot and plot(table, spec, os.path.join(out, "summary.png")):

@@ -30,31 +30,40 @@ with kernel_cache("batch"):
     from .record import record_kernel
 
 
+def build_headless(models, config, warm_up_jobs=()):
+    """(config, notes, sim): the run configuration (a RunConfig or a mapping of its keys) at
+    real-time factor 0 with the models' settings filled in, their notes, and the Simulation it
+    asks for, as a Harness runs it (the batched path builds each world so too)."""
+    from ..run import load_config, build_simulation
+    from ..run.config import RunConfig
+    from ..run.world import apply_model_settings
+    if isinstance(config, RunConfig):
+        config = config.replace(real_time_factor=0.0)
+    else:
+        config = load_config(None, dict(config or {}, real_time_factor=0.0))
+    models = models if isinstance(models, (list, tuple)) else [models]   # a World keeps its names, poses
+    notes = apply_model_settings(config, models)
+    return config, notes, build_simulation(models, config, warm_up_jobs=warm_up_jobs)
+
+
 class Harness:
     """models: Model or list (already held by load_world when wanted); config: a RunConfig
     (run/config.py), or a mapping of its keys (the others take their defaults); always run at
     real-time factor 0. bag: a new directory to record every topic into, or None."""
 
     def __init__(self, models, config=None, bag=None):
-        from ..run import Session, load_config, build_simulation
-        from ..run.config import RunConfig
-        from ..run.world import apply_model_settings
-        if isinstance(config, RunConfig):
-            self.config = config.replace(real_time_factor=0.0)
-        else:
-            self.config = load_config(None, dict(config or {}, real_time_factor=0.0))
-        models = models if isinstance(models, (list, tuple)) else [models]   # a World keeps its names, poses
-        self.notes = apply_model_settings(self.config, models)
+        from ..run import Session
         listeners = []
         self.bag = None
         if bag is not None:            # recorded as `mbsim run --bag` records: the ROS bridge on a bag
             from ..ros.bag import BagTransport
             from ..ros.bridge import WARM_UP_JOBS, Bridge
-            self.sim = sim = build_simulation(models, self.config, warm_up_jobs=WARM_UP_JOBS)
+            self.config, self.notes, self.sim = build_headless(models, config, warm_up_jobs=WARM_UP_JOBS)
             self.bag = BagTransport(bag)
-            listeners.append(Bridge(sim, self.bag, self.config))
+            listeners.append(Bridge(self.sim, self.bag, self.config))
         else:
-            self.sim = sim = build_simulation(models, self.config)
+            self.config, self.notes, self.sim = build_headless(models, config)
+        sim = self.sim
         self.session = Session(sim, self.config, listeners=listeners)
         self.dofs = joint_dofs(sim)
         self.errors = []                          # input errors, reported once each as on the node

@@ -2,13 +2,20 @@
 
 Where: an existing cluster when a scheduler address is given (argument or DASK_SCHEDULER_ADDRESS),
 else an embedded LocalCluster on this machine (processes, one single-threaded worker per core,
-loopback only); workers=0 runs every scenario here, one after another (no Dask).
+loopback only); workers=0 runs every scenario here (no Dask): the batched chunks on a thread per
+core, the others one after another.
+What runs batched: plan.py decides (scenarios of one model that differ only in initial state,
+when nothing needs a harness), in chunks of about (batched scenarios) / (worker threads), one
+task each; a chunk steps its worlds on its task's thread (batched.py). One task per worker
+thread, not one prange over the cores per task: Dask already gives every core a thread, a
+task's kernel threads would compete with the other workers' tasks, and a prange meets its
+threads at a barrier every step, which a loaded machine turns into waits (bench/README.md).
 What travels: the world as bytes (spec.world_bytes(): the loaded models, run configuration,
 drivers, metrics), installed once on every worker by a worker plugin (worker.py: the scheduler
 gives it to workers that join or restart too, where scattered data would be lost with the last
-worker holding it); each scenario is one task with no dependency, so the scheduler queues them
-and hands each worker one or two at a time. A task never
-fails (scenario.run_scenario makes a failed row); a worker that dies has its tasks rerun
+worker holding it); each scenario or chunk is one task with no dependency, so the scheduler
+queues them and hands each worker one or two at a time (chunks first: the longest). A task never
+fails (run_scenario and run_chunk make failed rows); a worker that dies has its tasks rerun
 elsewhere by the scheduler (distributed.scheduler.allowed-failures); a task that still cannot
 finish becomes a failed row too.
 Results: rows are written as they arrive to DIR/parts/*.parquet (each part a complete file, so
@@ -24,6 +31,7 @@ import shutil
 import time
 import uuid
 
+from .plan import plan
 from .scenario import run_scenario
 from .spec import SpecError
 
@@ -188,13 +196,45 @@ def _failed_row(spec, scenario, error):
     return row
 
 
+def _results(spec, future, scenarios):
+    """[(row, files)] of a finished task: a scenario's or a chunk's; failed rows when the task
+    could not finish (e.g. its workers kept dying)."""
+    try:
+        out = future.result()
+    except Exception as e:
+        return [(_failed_row(spec, s, f"{type(e).__name__}: {e}"), None) for s in scenarios]
+    return out if isinstance(out, list) else [out]
+
+
+def _run_chunks_here(spec, world, work, take):
+    """The plan's chunks in this process, one thread per core (the step kernels release the
+    interpreter's lock), rows handed to take as chunks finish."""
+    if not work.chunks:
+        return
+    import threading
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+    from .batched import run_chunk, warm
+    warm(world, work.chunks[0][0])
+    stop = threading.Event()
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        futures = {pool.submit(run_chunk, world, c, stop): c for c in work.chunks}
+        try:
+            for future in as_completed(futures):
+                for row, files in _results(spec, future, futures[future]):
+                    take(row, files)
+        except BaseException:
+            stop.set()                     # running chunks end at their next step
+            raise
+
+
 def run_batch(spec, out_dir, scheduler=None, workers=None, resume=False, bags="none", progress=False,
-              client=None, on_row=None):
+              client=None, on_row=None, batched=True):
     """Run the prepared spec's scenarios (all, or those without a row when resuming) and return
     the results table (pyarrow). client: an existing dask Client to use (then scheduler and
     workers are ignored). on_row(row): called for each row as it arrives (in this process).
-    KeyboardInterrupt (or BatchInterrupted from on_row) keeps what finished and re-raises as
-    BatchInterrupted."""
+    batched: scenarios that can (plan.py) run as the worlds of BatchSimulations; False: every
+    scenario through its own Harness. KeyboardInterrupt (or BatchInterrupted from on_row) keeps
+    what finished and re-raises as BatchInterrupted."""
     require_dask()
     if bags not in ("none", "failed", "all"):
         raise SpecError(f"--bags {bags}: expected none, failed or all")
@@ -228,28 +268,35 @@ def run_batch(spec, out_dir, scheduler=None, workers=None, resume=False, bags="n
     own = None
     try:
         if workers == 0 and client is None and not (scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS")):
-            for s in todo:
+            work = plan(spec, todo, bags, batched, slots=os.cpu_count() or 1)
+            _run_chunks_here(spec, world, work, take)
+            for s in work.single:
                 take(*run_scenario(world, s, bags))
         elif todo:
             from dask.distributed import as_completed
             if client is None:
                 own = connect(scheduler, workers)     # (client, cluster): closed at the end
                 client = own[0]
-            from .worker import WorldPlugin, run
+            slots = sum(w.get("nthreads", 1) for w in client.scheduler_info()["workers"].values())
+            work = plan(spec, todo, bags, batched, slots=max(1, slots))
+            if work.chunks:
+                from .batched import warm
+                warm(world, work.chunks[0][0])
+            from .worker import WorldPlugin, run, run_chunk_of
             token = uuid.uuid4().hex[:8]
             plugin = WorldPlugin(f"mbsim-world-{token}", world)
             register = getattr(client, "register_plugin", None) or client.register_worker_plugin
             register(plugin)
-            futures = {client.submit(run, plugin.name, s, bags, key=f"mbsim-{s['scenario']}-{token}",
-                                     pure=False): s for s in todo}
+            # the chunks first: the longest tasks, so that the scenarios one by one fill in after
+            futures = {client.submit(run_chunk_of, plugin.name, c, key=f"mbsim-batch-{c[0]['scenario']}-{token}",
+                                     pure=False): c for c in work.chunks}
+            futures.update({client.submit(run, plugin.name, s, bags, key=f"mbsim-{s['scenario']}-{token}",
+                                          pure=False): [s] for s in work.single})
             try:
                 for future in as_completed(futures):
-                    try:
-                        row, files = future.result()
-                    except Exception as e:          # the task could not finish (e.g. its workers kept dying)
-                        row, files = _failed_row(spec, futures[future], f"{type(e).__name__}: {e}"), None
+                    for row, files in _results(spec, future, futures[future]):
+                        take(row, files)
                     future.release()
-                    take(row, files)
             except BaseException:
                 client.cancel(list(futures))
                 raise

@@ -106,7 +106,7 @@ def drive(harness, world, params):
     controller(harness, **options); a callable it returns runs every control period."""
     name = params.get("schedule", world["schedule"])
     if name:
-        harness.every(harness.sim.dt, _Schedule(world["schedules"][name]))
+        harness.every(harness.sim.dt, Schedule(world["schedules"][name]))
     path = params.get("controller", world["controller"])
     if path:
         options = dict(world["controller_options"])
@@ -117,7 +117,7 @@ def drive(harness, world, params):
             harness.every(1.0 / rate if rate else harness.sim.dt, tick)
 
 
-class _Schedule:
+class Schedule:
     """Sends each timed input once its time is reached (before that step)."""
 
     def __init__(self, events):
@@ -139,6 +139,40 @@ class _Schedule:
                 world.inputs(body["name"], body["position"])
 
 
+def new_row(world, scenario):
+    """A scenario's row before it runs: its identity and parameters, NaN metrics, status ok."""
+    params = scenario["params"]
+    row = dict(scenario=scenario["scenario"], key=scenario["key"], seed=scenario["seed"], **params)
+    row.update({name: math.nan for name in world["metrics"]})
+    row.update(status="ok", error="", warnings="", sim_time=0.0, worker=f"{socket.gethostname()}:{os.getpid()}")
+    return row
+
+
+def configure(world, scenario):
+    """(models, config) of a scenario: the world's (a fresh copy, unpickled: changed in place)
+    with the scenario's seed and parameter overrides."""
+    models, config = world["models"], world["config"]
+    config.sensors = {k: dict(v) for k, v in config.sensors.items()}
+    config.seed = scenario["seed"]
+    apply_overrides(models, config, scenario["params"])
+    return models, config
+
+
+def failure(e):
+    """A row's error text for exception e."""
+    return f"{type(e).__name__}: {e}"
+
+
+def warnings_text(errors, caught):
+    """A row's warnings: the input errors, then the warnings caught (each once)."""
+    seen = list(errors)
+    for w in caught:
+        text = str(w.message)
+        if text not in seen:
+            seen.append(text)
+    return "; ".join(seen)[:2000]
+
+
 def run_scenario(world, scenario, bags="none"):
     """(row, bag files) for one scenario. world: the spec's world_bytes() (or its unpickled
     dict); scenario: {"scenario", "key", "seed", "params"}; bags: none | failed | all.
@@ -149,24 +183,19 @@ def run_scenario(world, scenario, bags="none"):
     start, start_cpu = time.perf_counter(), time.thread_time()
     world = pickle.loads(world if isinstance(world, (bytes, bytearray)) else pickle.dumps(world))   # a fresh copy
     params = scenario["params"]
-    row = dict(scenario=scenario["scenario"], key=scenario["key"], seed=scenario["seed"], **params)
-    row.update({name: math.nan for name in world["metrics"]})
-    row.update(status="ok", error="", warnings="", sim_time=0.0, worker=f"{socket.gethostname()}:{os.getpid()}")
+    row = new_row(world, scenario)
     tmp = tempfile.mkdtemp(prefix="mbsim-batch-") if bags != "none" else None
     harness = None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            models, config = world["models"], world["config"]       # fresh copies (unpickled)
-            config.sensors = {k: dict(v) for k, v in config.sensors.items()}
-            config.seed = scenario["seed"]
-            apply_overrides(models, config, params)
+            models, config = configure(world, scenario)
             harness = Harness(models, config, bag=os.path.join(tmp, "bag") if tmp else None)
             drive(harness, world, params)
             harness.run_until(world["duration"])
             row.update(evaluate(world["metrics"], harness.signals()))
         except Exception as e:
-            row.update(status="failed", error=f"{type(e).__name__}: {e}")
+            row.update(status="failed", error=failure(e))
         finally:
             if harness is not None:
                 row["sim_time"] = harness.t
@@ -174,13 +203,8 @@ def run_scenario(world, scenario, bags="none"):
                     harness.close()
                 except Exception as e:
                     if row["status"] == "ok":
-                        row.update(status="failed", error=f"closing the run: {type(e).__name__}: {e}")
-    seen = list(harness.errors) if harness is not None else []
-    for w in caught:
-        text = str(w.message)
-        if text not in seen:
-            seen.append(text)
-    row["warnings"] = "; ".join(seen)[:2000]
+                        row.update(status="failed", error=f"closing the run: {failure(e)}")
+    row["warnings"] = warnings_text(harness.errors if harness is not None else [], caught)
     files = None
     if tmp is not None:
         if bags == "all" or row["status"] == "failed":

@@ -16,8 +16,9 @@ BATCH_INTEGRATORS = {"semi-implicit-euler": step_batch_semi_implicit_euler, "rk4
 
 
 def _rows(buffer, n):
-    """n C-contiguous copies of a one-world buffer, one per row."""
-    return np.ascontiguousarray(np.broadcast_to(buffer, (n,) + buffer.shape))
+    """n C-contiguous copies of a one-world buffer, one per row (always a new, writable array:
+    ascontiguousarray would hand back the read-only broadcast view itself for n = 1)."""
+    return np.repeat(buffer[np.newaxis], n, axis=0)
 
 
 def _slice_in(buffer, view):
@@ -25,6 +26,28 @@ def _slice_in(buffer, view):
     start = (view.ctypes.data - buffer.ctypes.data) // buffer.itemsize
     assert 0 <= start and start + view.size <= buffer.size, "view not carved from buffer"
     return slice(start, start + view.size)
+
+
+def _shared(p):
+    """The bundles every world of a batch shares (the step only reads them), flattened, with the
+    lock positions of the DOFs that are not locked zeroed (the rules keep every joint's q0 there;
+    the step reads it only for locked DOFs)."""
+    c, k = p.compiled, p.constraints
+    p.compiled.tree.gravity[:] = p.models[0].gravity       # as step() leaves it
+    rf, ri, sizes = k.rule_buffers
+    rf = rf.copy()
+    rf[_slice_in(k.rule_buffers[0], k.rules.lock_q)][k.rules.locked == 0] = 0.0
+    return [*c.buffers, *p.geoms.buffers, rf, ri, sizes, p._options]
+
+
+def _per_world_buffers(p):
+    """A one-world Physics' state and workspaces, in BatchSimulation._per_world's order."""
+    return [p._q, p._v, p._tau, p._df, *p._contact_buffers, *p.constraints.solver_buffers, *p.forces.buffers]
+
+
+def _same_bits(a, b):
+    """Equal dtype, shape and bytes (NaN equals NaN, -0.0 differs from 0.0)."""
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
 
 
 class BatchSimulation:
@@ -74,7 +97,10 @@ class BatchSimulation:
         self._ncon = _slice_in(k.si, k.solver.stats[STAT_NCON:STAT_NCON + 1]).start
         self._nrows = _slice_in(k.si, k.solver.stats[STAT_ROWS:STAT_ROWS + 1]).start
         self._steps = np.zeros(n, dtype=np.int64)
-        self._done, self._bad = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
+        self._done, self._bad = np.zeros(n, dtype=np.int64), np.full(n, -1, dtype=np.int64)
+        self._stats = self._si[:, _slice_in(k.si, k.solver.stats)]
+        self._cforce = self._sf[:, _slice_in(k.sf, k.solver.cforce)].reshape((n,) + k.solver.cforce.shape)
+        assert np.shares_memory(self._cforce, self._sf), "the contact forces must be a view"
         self._t0 = np.zeros(n)
         self._pose_df, self._pose_data = c.new_data()
         self.reset()
@@ -124,6 +150,16 @@ class BatchSimulation:
                              f"{', '.join(self.actuator_names) or 'none'}), got {values.shape}")
         self._ef[:, self._controls] = self.prototype.forces.clip_controls(values)
 
+    def set_control(self, name: str, values):
+        """Set one actuator's control in every world: one value, or one per world (clamped to
+        its range, as Simulation.set_control)."""
+        if name not in self.actuator_names:
+            raise KeyError(f"no actuator named {name!r}; the actuators are {', '.join(self.actuator_names) or 'none'}")
+        k = self.actuator_names.index(name)
+        controls = self.controls
+        controls[:, k] = values               # only this actuator's column changes
+        self._ef[:, self._controls.start + k] = self.prototype.forces.clip_controls(controls)[:, k]
+
     @property
     def input_names(self) -> list:
         return self.prototype.input_names
@@ -169,6 +205,45 @@ class BatchSimulation:
             raise SimulationError(f"{failed.size} of {self.n_worlds} worlds blew up: {which}"
                                   f"{' ...' if failed.size > 5 else ''}; check the states and controls "
                                   f"given to them and the time step dt = {self.dt}")
+
+    def set_world(self, w: int, physics):
+        """World w continues from where `physics` (a one-world Physics or Simulation of the same
+        world) is: its time, state, applied forces, controls, inputs, actuator switch, contact
+        warm starts, solver and force element states. From then on world w computes bit for
+        bit what `physics` would (given the same tau, controls and inputs). ValueError when it is
+        another world: its compiled model, geometry, constraint rules (a locked joint's position
+        included), solver options, dt or integrator differ from the prototype's."""
+        p = self.prototype
+        theirs, ours = _shared(physics), _shared(p)
+        if (physics.dt, physics.integrator, physics.forces.n) != (self.dt, self.integrator, p.forces.n) or \
+                len(theirs) != len(ours) or not all(_same_bits(a, b) for a, b in zip(theirs, ours)):
+            raise ValueError("set_world: not the same world as the batch's (compiled model, geometry, constraint "
+                             "rules, solver options, dt or integrator differ)")
+        mine = self._per_world(w)
+        given = _per_world_buffers(physics)
+        if [a.shape for a in mine] != [a.shape for a in given]:
+            raise ValueError("set_world: not the same world as the batch's (workspace sizes differ)")
+        for a, b in zip(mine, given):
+            a[...] = b
+        self._steps[w] = physics._steps
+
+    def _per_world(self, w):
+        rows = [self._q, self._v, self._tau, self._df, *self._contact_buffers, *self._solver_buffers,
+                *self._force_buffers]
+        return [a[w] for a in rows]
+
+    @property
+    def blown_up(self) -> dict:
+        """{world: joint name} of the worlds that went non-finite in the last step() call (the
+        joint that went first), empty after a clean step."""
+        joint_of_v = self.prototype.compiled.joint_of_v
+        return {int(w): joint_of_v[self._bad[w]] for w in np.nonzero(self._bad >= 0)[0]}
+
+    def solver_arrays(self):
+        """(stats, cforce): views (not copies) of every world's constraint solver statistics,
+        (n_worlds, constraints.STAT_* count), and contact forces, (n_worlds, max_contacts, 3),
+        as a Simulation's constraints.solver.stats and .cforce; read them between steps."""
+        return self._stats, self._cforce
 
     # -- outputs ----------------------------------------------------------------------------
     def contact_counts(self) -> np.ndarray:

@@ -600,16 +600,10 @@ class Physics:
                                       True if self._options[0] == CONTACT_PENALTY else None)
         self._steps += done
         if bad >= 0:
-            joint = self.compiled.joint_of_v[bad]
-            raise SimulationError(
-                f"the simulation blew up at t = {self.t + self.dt:.6g} s: joint {joint!r} went "
-                f"non-finite first (state kept at t = {self.t:.6g} s; check its inertia, limits, "
-                f"stiffness and the time step dt = {self.dt})")
+            raise SimulationError(blow_up_message(self.compiled.joint_of_v[bad], self.t, self.dt))
         if self._failures_reported == 0 and k.solver.stats[STAT_FAILURES] > 0:
             self._failures_reported = 1
-            warnings.warn(f"{self.models[0].name}: the constraint solver did not converge at some step "
-                          f"up to t = {self.t:.6g} s; contacts or loop closures may be violated there "
-                          "(Simulation.stats() counts them)", RuntimeWarning, stacklevel=2)
+            warnings.warn(solver_failure_message(self.models[0].name, self.t), RuntimeWarning, stacklevel=2)
 
     # -- views ------------------------------------------------------------------------
     def link_transforms(self):
@@ -647,6 +641,19 @@ class Physics:
         return dict(contacts=int(s[STAT_NCON]), rows=int(s[STAT_ROWS]), lcp_status=int(s[STAT_STATUS]),
                     pgs_fallbacks=int(s[STAT_FALLBACKS]), pgs_failures=int(s[STAT_FAILURES]),
                     contacts_dropped=int(s[STAT_DROPPED]))
+
+
+def blow_up_message(joint, t, dt):
+    """What step() says when `joint` went non-finite in the step from t (the state kept at t);
+    also BatchSimulation's callers, per world."""
+    return (f"the simulation blew up at t = {t + dt:.6g} s: joint {joint!r} went non-finite first (state "
+            f"kept at t = {t:.6g} s; check its inertia, limits, stiffness and the time step dt = {dt})")
+
+
+def solver_failure_message(model_name, t):
+    """What step() warns (once) after the constraint solver first failed to converge, by time t."""
+    return (f"{model_name}: the constraint solver did not converge at some step up to t = {t:.6g} s; contacts "
+            "or loop closures may be violated there (Simulation.stats() counts them)")
 
 
 def _as_transform(pose, what):

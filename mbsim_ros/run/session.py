@@ -52,6 +52,22 @@ def _hooks(listeners, name):
     return [getattr(x, name) for x in listeners if callable(getattr(x, name, None))]
 
 
+def named_values(call, what, pairs, known, report):
+    """[(name, float value)] of `pairs` ([(name, value)] or {name: value}) naming one of `known`
+    with a finite value; each other one goes to report(text) and is skipped. call, what: the
+    message's words (actuator_controls, actuator)."""
+    pairs = list(pairs.items()) if isinstance(pairs, dict) else [(str(n), v) for n, v in pairs]
+    out = []
+    for name, value in pairs:
+        if name not in known:
+            report(f"{call}: no {what} named {name!r} (ignored); expected one of {', '.join(known)}")
+        elif not math.isfinite(value):
+            report(f"{call}: {name} = {value} is not a finite number (ignored)")
+        else:
+            out.append((name, float(value)))
+    return out
+
+
 class Session:
     """A Simulation run under `config` (run/config.py), its steps handed to `listeners`.
 
@@ -282,16 +298,10 @@ class Session:
 
     def _set_by_name(self, call, what, pairs, known, set_value, report):
         report = report or self.log
-        pairs = list(pairs.items()) if isinstance(pairs, dict) else [(str(n), v) for n, v in pairs]
 
         def apply():
-            for name, value in pairs:
-                if name not in known:
-                    report(f"{call}: no {what} named {name!r} (ignored); expected one of {', '.join(known)}")
-                elif not math.isfinite(value):
-                    report(f"{call}: {name} = {value} is not a finite number (ignored)")
-                else:
-                    set_value(name, float(value))
+            for name, value in named_values(call, what, pairs, known, report):
+                set_value(name, value)
         self.runner.submit(apply)
 
     def set_joint_positions(self, positions: dict):

@@ -84,8 +84,58 @@ def test_a_world_that_blows_up_is_named_and_kept_while_the_others_go_on(sr1_worl
         batch.step(5)
     assert np.array_equal(batch.q[1], before)
     assert batch.t[1] == pytest.approx(0.002) and batch.t[0] == pytest.approx(0.007)
+    assert list(batch.blown_up) == [1] and batch.blown_up[1] in batch.prototype.compiled.joint_of_v
     batch.reset([1])
     assert batch.t[1] == 0.0 and np.array_equal(batch.q[1], batch.prototype.q)
+
+
+def test_a_world_set_from_a_simulation_continues_it_bit_for_bit(sr1_world):
+    """A Physics dropped onto the floor and stepped with PD torques (contacts, warm starts, solver
+    state under way) is handed to world 1 of 2 mid-run; both then take the same steps. One world
+    alone (n_worlds 1) as well."""
+    rng = np.random.default_rng(3)
+    sim = Physics(sr1_world, dt=1e-3)
+    q_ref = sim.q.copy()
+    sim.q[7:sr1_world[0].nq] += 0.05 * rng.standard_normal(sr1_world[0].nq - 7)
+    sim.q[2] += 0.01
+    for _ in range(60):
+        sim.tau = pd(sim.q, sim.v, q_ref)
+        sim.step()
+    assert sim.stats()["contacts"] > 0
+    batch, alone = mb.BatchSimulation(sr1_world, 2, dt=1e-3), mb.BatchSimulation(sr1_world, 1, dt=1e-3)
+    batch.set_world(1, sim)
+    alone.set_world(0, sim)
+    fresh = Physics(sr1_world, dt=1e-3)
+    assert batch.t[1] == sim.t and batch.t[0] == 0.0
+    stats, cforce = batch.solver_arrays()
+    for _ in range(100):
+        sim.tau = pd(sim.q, sim.v, q_ref)
+        fresh.tau = pd(fresh.q, fresh.v, q_ref)
+        batch.tau = pd(batch.q, batch.v, q_ref)
+        alone.tau = pd(alone.q, alone.v, q_ref)
+        sim.step(), fresh.step(), batch.step(), alone.step()
+        assert np.array_equal(stats[1], sim.constraints.solver.stats)
+        assert np.array_equal(cforce[1], sim.constraints.solver.cforce)
+    assert np.array_equal(batch.q[1], sim.q) and np.array_equal(batch.v[1], sim.v) and batch.t[1] == sim.t
+    assert np.array_equal(alone.q[0], sim.q) and np.array_equal(alone.v[0], sim.v)
+    assert np.array_equal(batch.q[0], fresh.q) and np.array_equal(batch.v[0], fresh.v)   # untouched
+
+
+def test_set_world_takes_another_initial_pose_but_refuses_another_model(sr1_world):
+    import copy
+    batch = mb.BatchSimulation(sr1_world, 2, dt=1e-3)
+    bent = copy.deepcopy(sr1_world)
+    knee = bent[0].joint("RLEG_KNEE")
+    knee.q0[:] = 0.4                  # the initial state only: the same world
+    bent[0].finalize()
+    batch.set_world(1, Physics(bent, dt=1e-3))
+    assert batch.q[1, knee.q_index] == 0.4 and batch.q[0, knee.q_index] != 0.4
+    knee.damping[:] = 3.0             # a parameter the step reads: another world
+    bent[0].finalize()
+    with pytest.raises(ValueError, match="set_world: not the same world as the batch's"):
+        batch.set_world(1, Physics(bent, dt=1e-3))
+    with pytest.raises(ValueError, match="set_world: not the same world"):
+        batch.set_world(1, Physics(sr1_world, dt=2e-3))
 
 
 def test_bad_arguments_are_refused_with_one_clear_line(sr1_world):
@@ -96,6 +146,8 @@ def test_bad_arguments_are_refused_with_one_clear_line(sr1_world):
         batch.controls = np.zeros((2, 3))
     with pytest.raises(KeyError, match="no input named 'x'"):
         batch.set_input("x", 1.0)
+    with pytest.raises(KeyError, match="no actuator named 'x'; the actuators are none"):
+        batch.set_control("x", 1.0)
 
 
 def test_link_poses_per_world_match_the_one_world_kinematics(sr1_world):
