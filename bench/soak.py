@@ -28,6 +28,7 @@ Prints (and checks, exit 1 where one fails):
 With --plot, a picture of the RSS and the load over time and the lateness per minute.
 """
 import argparse
+import ctypes
 import json
 import multiprocessing
 import os
@@ -58,8 +59,30 @@ def rss_mb(pid="self", field="VmRSS"):
 
 def rss_kinds():
     """The RSS's parts (MB): anonymous (the heap: where a leak shows), file-backed (mapped
-    libraries and files), shared memory (Fast DDS's segments, huge-page buffers)."""
-    return "  ".join(f"{k[3:].lower()} {rss_mb(field=k):.1f}" for k in ("RssAnon", "RssFile", "RssShmem"))
+    libraries and files), shared memory (Fast DDS's segments, huge-page buffers); then what
+    glibc's malloc holds in live blocks and free in its heaps (a leak grows the first; memory
+    kept after a burst, the second), and the blocks Python's own allocator holds."""
+    parts = [f"{k[3:].lower()} {rss_mb(field=k):.1f}" for k in ("RssAnon", "RssFile", "RssShmem")]
+    info = mallinfo()
+    if info is not None:
+        parts += [f"malloc in use {(info.uordblks + info.hblkhd) / 2**20:.1f}",
+                  f"free {info.fordblks / 2**20:.1f}"]
+    return "  ".join(parts + [f"python blocks {sys.getallocatedblocks()}"])
+
+
+class MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                       "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+
+def mallinfo():
+    """glibc's mallinfo2() (bytes), or None on another C library."""
+    try:
+        call = ctypes.CDLL(None).mallinfo2
+    except AttributeError:
+        return None
+    call.restype = MallInfo2
+    return call()
 
 
 def session_for(bag_dir, seconds):
@@ -226,6 +249,8 @@ def main():
     env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     tmp = tempfile.TemporaryDirectory()
     bag_dir = args.bag or os.path.join(tmp.name, "soak")
+    from mbsim_ros.run.memory import map_large_blocks
+    map_large_blocks()          # as `mbsim` does first: before rclpy and the bag allocate
     session, bridge, config, live = session_for(bag_dir, args.seconds)
     sim = session.sim
     rates = expected_rates(sim, bridge, config)
@@ -249,6 +274,10 @@ def main():
             time.sleep(0.2)
         session.join()
         wall = time.monotonic() - wall0
+        # what was queued for publishing goes out before the last sample (a queue of frames
+        # waiting for a lagging subscriber is not growth)
+        queued = session.publisher.pending
+        session.publisher.flush(timeout=30)
         stats = session.stats(last=1)
         samples.append((sim.t, rss_mb(), os.getloadavg()[0]))
         dropped = session.dropped()
@@ -263,7 +292,7 @@ def main():
     loads = [x[2] for x in samples]
     print(f"\nsoak: {duration:.1f} s simulated at rtf 1 in {wall:.1f} s of wall time (achieved {stats['rtf']:.4f}, "
           f"overruns {stats['overruns']}), zstd bag + rclpy with {args.subscribers} subscriber processes; "
-          f"publishing jobs dropped {dropped}")
+          f"publishing jobs dropped {dropped}, queued at the end {queued} (sent before the last RSS sample)")
     print(f"machine load (1-minute load average on {os.cpu_count()} cores, sampled every {RSS_EVERY:g} s): "
           f"mean {np.mean(loads):.2f}, min {min(loads):.2f}, max {max(loads):.2f}")
     after = [mb for t, mb, _ in samples if t >= MINUTE - 1e-9]

@@ -848,6 +848,8 @@ def main(argv=None):
         # as Python's UTF-8 mode does, not a UnicodeEncodeError traceback on the "wrote ..." line
         sys.stdout.reconfigure(errors="surrogateescape")
     args = build_parser().parse_args(argv)
+    from .run.memory import map_large_blocks
+    map_large_blocks()      # before rclpy and the bag allocate: see run/memory.py
     if any(x is not None and x <= 0 for x in (getattr(args, "duration", None), getattr(args, "dt", None))):
         print("mbsim: --duration and --dt must be positive", file=sys.stderr)
         return 2

@@ -38,6 +38,7 @@ import numpy as np
 
 from ..hil.sources import SimClock
 from .config import check, valid_namespace
+from .memory import map_large_blocks
 from .control import JointController, joint_dofs
 from .pacing import AsyncPublisher, Runner, apply_os_scheduling
 
@@ -101,6 +102,7 @@ class Session:
             if hasattr(sim, "render_in_thread"):
                 sim.render_in_thread(True)
             self._set_lossless(not config.paced)
+            map_large_blocks()          # a run of hours: freed frames go back to the system
             self._switch_interval = sys.getswitchinterval()
             sys.setswitchinterval(min(SWITCH_INTERVAL, self._switch_interval))
             priority = config.realtime_priority

@@ -1,0 +1,42 @@
+"""run/memory.py: after map_large_blocks, a large block freed and allocated again is a mapping of
+its own (returned to the system when freed), not heap memory that stays with the process.
+
+Checked in fresh processes through glibc's own accounting (mallinfo2: hblkhd is the bytes in
+mapped blocks). Without the call, glibc raises its mmap threshold when the first large block is
+freed, so the second comes from the heap: the same check fails, which shows it can."""
+import subprocess
+import sys
+
+import pytest
+
+PROBE = r"""
+import ctypes, sys
+class MallInfo2(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in
+                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+libc = ctypes.CDLL(None)
+libc.mallinfo2.restype = MallInfo2
+libc.malloc.restype = ctypes.c_void_p
+libc.free.argtypes = [ctypes.c_void_p]
+if sys.argv[1] == "session":
+    from mbsim_ros.run.memory import map_large_blocks
+    assert map_large_blocks()
+size = 6 << 20
+libc.free(libc.malloc(size))          # the first large block: glibc may raise its threshold here
+before = libc.mallinfo2().hblkhd
+block = libc.malloc(size)
+print(libc.mallinfo2().hblkhd - before)
+libc.free(block)
+"""
+
+
+def mapped_bytes(mode):
+    out = subprocess.run([sys.executable, "-c", PROBE, mode], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return int(out.stdout.split()[-1])
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator")
+def test_large_blocks_stay_mapped():
+    assert mapped_bytes("plain") == 0          # the default: the second block came from the heap
+    assert mapped_bytes("session") >= 6 << 20  # a mapping of its own, returned when freed
