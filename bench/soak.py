@@ -4,7 +4,8 @@ their own (bench/load_subscriber.py, subscribed to every topic before the first 
 given duration.
 
     source /work/ros_env.sh   # (or a sourced ROS 2 with the interface packages)
-    python bench/soak.py [--seconds S] [--subscribers N] [--plot PNG] [--bag DIR] [--deserialize-every K]
+    python bench/soak.py [--seconds S] [--subscribers N] [--realtime-priority P] [--plot PNG] [--bag DIR]
+                         [--deserialize-every K]
 
 The run paces with catch_up conservative: a step that is late by more than a period moves the
 pacing reference, so each minute's lateness is its own steps' (with compensatory pacing a stretch
@@ -85,7 +86,7 @@ def mallinfo():
     return call()
 
 
-def session_for(bag_dir, seconds):
+def session_for(bag_dir, seconds, realtime_priority=0):
     """(Session, Bridge, config, the live rclpy transport) of the bundled world at rtf 1, every
     sensor at its default rate, publishing into a zstd bag and rclpy."""
     from mbsim_ros.ros.bag import BagTransport
@@ -93,7 +94,8 @@ def session_for(bag_dir, seconds):
     from mbsim_ros.ros.transport import FanoutTransport
     from mbsim_ros.ros.transport_choice import transport_for
     from mbsim_ros.run import Session, build_simulation, load_config, load_world
-    config = load_config(None, {"real_time_factor": 1.0, "catch_up": "conservative"})
+    config = load_config(None, {"real_time_factor": 1.0, "catch_up": "conservative",
+                                "realtime_priority": realtime_priority})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         models, _ = load_world(config)
@@ -238,6 +240,9 @@ def main():
                     help="simulated seconds (= wall seconds at rtf 1); the run ends after as many wall seconds "
                          "(+1) at the latest, where a loaded machine held it below rtf 1")
     ap.add_argument("--subscribers", type=int, default=2)
+    ap.add_argument("--realtime-priority", type=int, default=0, metavar="N",
+                    help="the physics thread under SCHED_FIFO at N, the threads that take the GIL at N-1 "
+                         "(docs/real-time.md; needs CAP_SYS_NICE)")
     ap.add_argument("--plot", help="PNG to draw")
     ap.add_argument("--bag", help="where the bag goes (default: a temporary folder, removed)")
     ap.add_argument("--deserialize-every", type=int, default=1, metavar="K",
@@ -251,7 +256,7 @@ def main():
     bag_dir = args.bag or os.path.join(tmp.name, "soak")
     from mbsim_ros.run.memory import map_large_blocks
     map_large_blocks()          # as `mbsim` does first: before rclpy and the bag allocate
-    session, bridge, config, live = session_for(bag_dir, args.seconds)
+    session, bridge, config, live = session_for(bag_dir, args.seconds, args.realtime_priority)
     sim = session.sim
     rates = expected_rates(sim, bridge, config)
     samples = []                 # (simulated s, RSS MB, 1-minute load average)
@@ -292,7 +297,8 @@ def main():
     loads = [x[2] for x in samples]
     print(f"\nsoak: {duration:.1f} s simulated at rtf 1 in {wall:.1f} s of wall time (achieved {stats['rtf']:.4f}, "
           f"overruns {stats['overruns']}), zstd bag + rclpy with {args.subscribers} subscriber processes; "
-          f"publishing jobs dropped {dropped}, queued at the end {queued} (sent before the last RSS sample)")
+          f"publishing jobs dropped {dropped}, queued at the end {queued} (sent before the last RSS sample); "
+          f"physics thread {f'SCHED_FIFO {args.realtime_priority}' if args.realtime_priority else 'at normal priority'}")
     print(f"machine load (1-minute load average on {os.cpu_count()} cores, sampled every {RSS_EVERY:g} s): "
           f"mean {np.mean(loads):.2f}, min {min(loads):.2f}, max {max(loads):.2f}")
     after = [mb for t, mb, _ in samples if t >= MINUTE - 1e-9]
