@@ -58,6 +58,7 @@ from .bag_kernels import (CHUNK_LIMIT, NO_TIME, STATE_COUNT, STATE_FIRST, STATE_
 __all__ = ["BagTransport"]
 
 _MESSAGE_RECORD = struct.Struct("<BQHIQQ")   # MCAP Message: opcode 5, length, channel, sequence, log/publish time
+LANE_BUFFERS_KEPT = 4                         # lane buffers kept for the next chunks
 
 
 def _fast_storage(writer):
@@ -112,7 +113,9 @@ class BagTransport(Transport):
         self._lock = threading.Lock()
         self._lanes = []
         self._lane_capacity = 0          # bytes a lane buffer holds (a chunk's lane records and one more step's)
-        self._free = collections.deque()    # lane buffers the chunk writer is done with
+        # lane buffers the chunk writer is done with, a few: the rest (a burst of chunks queued while
+        # the disk was behind) go back to the system instead of staying with the process
+        self._free = collections.deque(maxlen=LANE_BUFFERS_KEPT)
         # started now, so that a run under a real-time priority can give it one (worker_threads)
         self._chunk_writer = None if self._storage is None else ChunkWriter(self._storage, self._writer, self.path,
                                                                               self._free, on_error == "stop")

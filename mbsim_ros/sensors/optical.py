@@ -67,15 +67,17 @@ class FramePool:
     and the page faults of rendering into it cost the render thread 6-20 us a step of the
     bundled world. The frames it keeps lie side by side in huge_page_memory (a bag writes them
     to the disk from there: huge pages pin cheaply), as many as 2 MiB holds at a time; it keeps
-    up to 64 frames or 64 MiB of them, at least 16 (a device alone holds its 8 newest
-    readings); beyond, take() allocates frames it does not keep (page_aligned_empty). One
-    thread takes from a pool (a camera renders in one thread at a time)."""
+    up to 64 frames or 16 MiB of them, at least 16 (a device alone holds its 8 newest
+    readings); beyond, take() allocates frames it does not keep (page_aligned_empty), given
+    back once written: a pool as large as a run's worst burst (the bag behind) would keep that
+    memory for the rest of the run. One thread takes from a pool (a camera renders in one
+    thread at a time)."""
 
     def __init__(self, shape, dtype):
         self.shape, self.dtype = tuple(shape), np.dtype(dtype)
         self.nbytes = int(np.prod(self.shape)) * self.dtype.itemsize
         self.stride = max(_PAGE, -(-self.nbytes // _PAGE) * _PAGE)    # each frame starts on a page
-        self.limit = min(64, max(16, (64 << 20) // max(self.nbytes, 1)))
+        self.limit = min(64, max(16, (16 << 20) // max(self.nbytes, 1)))
         self._owners = []        # per frame kept, the uint8 array over its memory (its views refer to it)
         self._owners.append(np.empty(0))                 # what _refs counts for an array nobody holds,
         self._free_refs = self._refs(0)                  # on this Python (a probe)

@@ -887,3 +887,27 @@ def test_the_summarys_chunk_indexes_wait_on_disk_not_in_memory(tmp_path):
     assert [bytes(r.getbuffer()) for r in back] == records
     assert not list(tmp_path.iterdir()), "the temporary file has no name in the bag's folder"
     spill.close()
+
+
+def test_lane_buffers_of_a_burst_go_back_to_the_system(tmp_path, monkeypatch):
+    """A disk that was behind leaves many chunks queued, each with its lane buffer; once they are
+    written the bag keeps LANE_BUFFERS_KEPT of them for the next chunks, not all (kept, a run's
+    memory would step up at each burst and stay there)."""
+    from mbsim_ros.ros.bag import LANE_BUFFERS_KEPT
+    release = threading.Event()
+    write = bag_writer.ChunkWriter._write
+
+    def stalled_write(self, *args):
+        release.wait(60)
+        return write(self, *args)
+    monkeypatch.setattr(bag_writer.ChunkWriter, "_write", stalled_write)
+    queued = []
+
+    def let_go(sim, bridge):
+        queued.append(len(bridge.transport._chunk_writer._queue))
+        release.set()
+    got, bridge = _record_world(tmp_path / "bag", {"real_time_factor": 0.0, "joint_state_rate": 1000.0}, 400,
+                                lane=True, events={399: let_go})
+    assert queued[0] >= 2 * LANE_BUFFERS_KEPT                 # a burst: that many lane buffers in flight
+    assert len(bridge.transport._free) <= LANE_BUFFERS_KEPT
+    assert len(got["/SR1/joint_states"]) == 401               # and nothing lost (t = 0 to 0.4 s)

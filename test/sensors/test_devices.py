@@ -289,6 +289,7 @@ def test_a_frame_pool_reuses_a_frame_only_once_nothing_refers_to_it():
     frames = [pool.take() for _ in range(70)]          # 64 kept, 6 more allocated, all distinct
     assert len({f.ctypes.data for f in frames}) == 70 and len(pool._owners) == pool.limit == 64
     assert FramePool((1080, 1920, 3), np.uint8).limit == 16      # 6 MB frames: 64 MiB would be 10
+    assert FramePool((480, 640, 3), np.uint8).limit == 18        # VGA: 16 MiB, what it keeps for good
     depth = FramePool((6, 8), np.float32).take()
     assert depth.dtype == np.float32 and depth.shape == (6, 8) and depth.ctypes.data % 4096 == 0
     pool = FramePool((240, 320, 3), np.uint8)          # 8 frames of 56.25 pages in 2 MiB
