@@ -44,9 +44,9 @@ _PAIR_OWN = ("geom1", "geom2", "name", "class")
 
 def _contact(r, root, model, tree):
     geoms = {}
-    for link_name, g in tree.geoms:
+    for g in tree.geoms:
         if g.name:
-            geoms[g.name] = (link_name, g)
+            geoms[g.name] = (g.link, g)
     for node in root.each("contact"):
         for c in node.children:
             if c.tag == "exclude":

@@ -274,6 +274,16 @@ class Reader:
 
     def _rotation_rows(self, node, attrs):
         """_rotation's rows as lists of floats (pose builds its 4x4 from them in one go)."""
+        quat, rows = self.orientation(node, attrs)
+        if quat is not None:
+            w, x, y, z = quat
+            return quat_rows((x, y, z, w))
+        return rows or [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
+
+    def orientation(self, node, attrs):
+        """(quat, rows): the quaternion (w x y z, as written, not zero) when the orientation is a
+        quat (most are: their matrices are computed for a whole model at once), else the rows of
+        the rotation of axisangle, euler, xyaxes or zaxis (one of them); (None, None) when none."""
         given = _ORIENTATIONS.intersection(node.attrib)
         if len(given) > 1:
             given = [k for k in ("quat", "axisangle", "euler", "xyaxes", "zaxis") if k in given]
@@ -282,25 +292,25 @@ class Reader:
         if not given:
             given = [k for k in ("quat", "axisangle", "euler", "xyaxes", "zaxis") if k in attrs][:1]
         if not given:
-            return [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
+            return None, None
         kind = next(iter(given))
         if kind == "quat":
-            w, x, y, z = self.numbers(node, attrs, "quat", 4)
-            if hypot(w, x, y, z) < 1e-12:
+            quat = self.numbers(node, attrs, "quat", 4)
+            if hypot(*quat) < 1e-12:
                 raise self.error(node, f"quat=\"{attrs['quat']}\": a zero quaternion; expected w x y z of a rotation")
-            return quat_rows((x, y, z, w))
+            return quat, None
         if kind == "axisangle":
             v = self.floats(node, attrs, "axisangle", 4)
-            return axis_angle_rows(self.unit(node, v[:3], "axisangle"), self.angle(v[3]))
+            return None, axis_angle_rows(self.unit(node, v[:3], "axisangle"), self.angle(v[3]))
         if kind == "euler":
-            return self.euler(node, self.floats(node, attrs, "euler", 3)).tolist()
+            return None, self.euler(node, self.floats(node, attrs, "euler", 3)).tolist()
         if kind == "xyaxes":
             v = self.floats(node, attrs, "xyaxes", 6)
             x = self.unit(node, v[:3], "xyaxes")
             y = v[3:] - x * x.dot(v[3:])
             y = self.unit(node, y, "xyaxes (y along x)")
-            return np.column_stack([x, y, cross(x, y)]).tolist()
-        return z_to(self.unit(node, self.floats(node, attrs, "zaxis", 3), "zaxis")).tolist()
+            return None, np.column_stack([x, y, cross(x, y)]).tolist()
+        return None, z_to(self.unit(node, self.floats(node, attrs, "zaxis", 3), "zaxis")).tolist()
 
     def euler(self, node, angles):
         seq = self.compiler.eulerseq
@@ -310,6 +320,14 @@ class Reader:
             Ri = axis_angle_to_matrix(axis, self.angle(a))
             R = R @ Ri if ch.islower() else Ri @ R      # lowercase: moving axes, uppercase: fixed
         return R
+
+    def unit_numbers(self, node, attrs, name):
+        """Attribute `name`'s three numbers made a unit vector (a tuple of floats)."""
+        x, y, z = self.numbers(node, attrs, name, 3)
+        n = sqrt(x * x + y * y + z * z)
+        if n < 1e-12:
+            raise self.error(node, f"{name}: a zero vector; expected a direction")
+        return x / n, y / n, z / n
 
     def unit(self, node, v, what):
         v = np.asarray(v, dtype=float)
