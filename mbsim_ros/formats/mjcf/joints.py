@@ -23,45 +23,35 @@ _PER_DOF = ("lower", "upper", "effort_limit", "damping", "stiffness", "rest_posi
 
 
 class JointColumns:
-    """The joints read so far, in the order they join the model, one list per field."""
+    """The joints read so far, in the order they join the model: a row of fields per joint and a
+    row of numbers per DOF, turned into columns by build."""
 
     def __init__(self):
-        self.names, self.types, self.parents, self.children = [], [], [], []
-        self.origins, self.child_poses, self.axes, self.q0, self.params = [], [], [], [], []
-        self.per_dof = tuple([] for _ in _PER_DOF)
+        self.rows = []        # (name, type, parent, child, origin, child_pose, axis, params)
+        self.q0 = []
+        self.dofs = []        # the _PER_DOF numbers of each DOF
 
     def weld(self, name, parent, child, origin):
-        self._add(name, "fixed", parent, child, origin, EYE4, _Z, (), {})
+        self.rows.append((name, "fixed", parent, child, origin, EYE4, _Z, {}))
 
     def add(self, joint, parent, child):
         """A joint read_joint read; its q0, for a free joint, is where its body starts."""
         name, kind, origin, child_pose, axis, q0, numbers = joint
-        self._add(name, JOINT_TYPES[kind], parent, child, origin, child_pose, axis, q0, {"mjcf_type": kind})
-        nv = _NV[kind]
-        for column, value in zip(self.per_dof, numbers):
-            if nv == 1:
-                column.append(value)
-            else:
-                column.extend([value] * nv)
-
-    def _add(self, name, kind, parent, child, origin, child_pose, axis, q0, params):
-        self.names.append(name)
-        self.types.append(kind)
-        self.parents.append(parent)
-        self.children.append(child)
-        self.origins.append(origin)
-        self.child_poses.append(child_pose)
-        self.axes.append(axis)
+        self.rows.append((name, JOINT_TYPES[kind], parent, child, origin, child_pose, axis, {"mjcf_type": kind}))
         self.q0.extend(q0)
-        self.params.append(params)
+        if kind in ("hinge", "slide"):
+            self.dofs.append(numbers)
+        else:
+            self.dofs.extend([numbers] * _NV[kind])
 
     def build(self):
         """The Joints, in the order they were read."""
-        if not self.names:
+        if not self.rows:
             return []
-        return joints_from_columns(self.names, self.types, self.parents, self.children, np.array(self.origins),
-                                   self.axes, self.q0, dict(zip(_PER_DOF, self.per_dof)), self.params,
-                                   child_poses=np.array(self.child_poses))
+        names, types, parents, children, origins, child_poses, axes, params = zip(*self.rows)
+        per_dof = np.array(self.dofs, dtype=float).reshape(-1, len(_PER_DOF)).T
+        return joints_from_columns(names, types, parents, children, np.array(origins), axes, self.q0,
+                                   dict(zip(_PER_DOF, per_dof)), params, child_poses=np.array(child_poses))
 
 
 def read_joint(r, node, cls, jid, X):

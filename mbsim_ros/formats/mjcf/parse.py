@@ -173,6 +173,7 @@ class Reader:
         self.classes = {}        # class name -> {kind: {attr: value}, "actuator": [(tag, attrs)]}
         self.notes = []          # (node, message) for what is read but not simulated
         self.skipped_geoms = set()   # names of geoms left out (types not simulated)
+        self._parsed = {}        # attribute text -> its finite numbers (classes repeat the same texts)
 
     # -- messages ----------------------------------------------------------------------
     def error(self, node, expected):
@@ -211,30 +212,29 @@ class Reader:
             if default is None:
                 raise self.error(node, f"missing attribute {name}=\"...\" ({'a number' if n == 1 else f'{n} numbers'})")
             return [float(x) for x in default]
-        try:
-            values = list(map(float, text.split()))
-        except ValueError:
-            raise self.error(node, f"{name}=\"{text}\": expected {n} numbers") from None
+        values = self._parsed.get(text)
+        if values is None:
+            try:
+                values = tuple(map(float, text.split()))
+            except ValueError:
+                raise self.error(node, f"{name}=\"{text}\": expected {n} numbers") from None
+            if all(map(isfinite, values)):
+                self._parsed[text] = values
         if not (nmin or n) <= len(values) <= n:
             want = f"{n}" if nmin is None else f"{nmin} or more" if n > 10 ** 6 else f"{nmin} to {n}"
             raise self.error(node, f"{name}=\"{text}\": expected {want} numbers, got {len(values)}")
-        if not all(map(isfinite, values)):
+        if text not in self._parsed:
             raise self.error(node, f"{name}=\"{text}\": expected finite numbers")
-        return values
+        return list(values)
 
     def number(self, node, attrs, name, default=None):
         text = attrs.get(name)
         if text is None and default is not None:
             return float(default)
-        words = text.split() if text is not None else ()
-        if len(words) == 1:                 # the usual case, without an array; else floats' messages
-            try:
-                value = float(words[0])
-            except ValueError:
-                value = None
-            if value is not None and isfinite(value):
-                return value
-        return float(self.floats(node, attrs, name, 1, None if default is None else [default])[0])
+        values = self._parsed.get(text)
+        if values is not None and len(values) == 1:         # the usual case: a text read before
+            return values[0]
+        return self.numbers(node, attrs, name, 1, None if default is None else [default])[0]
 
     def ints(self, node, attrs, name, default):
         text = attrs.get(name)
