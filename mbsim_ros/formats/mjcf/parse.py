@@ -106,15 +106,15 @@ def _convert(el, file, includes):
     stack = [(el, node)]
     while stack:
         src, dst = stack.pop()
-        for c in src:
+        append = dst.children.append
+        for c in src.iterchildren(etree.Element):       # (elements only: no comments or entities)
             tag = c.tag                 # (lxml makes a new string at every .tag)
-            if not isinstance(tag, str):
-                continue
             n = Node(tag, dict(c.items()), file, c.sourceline)
             if tag == "include":
                 includes.append(n)
-            dst.children.append(n)
-            stack.append((c, n))
+            append(n)
+            if len(c):
+                stack.append((c, n))
     return node
 
 
