@@ -284,6 +284,8 @@ class Reader:
         """(quat, rows): the quaternion (w x y z, as written, not zero) when the orientation is a
         quat (most are: their matrices are computed for a whole model at once), else the rows of
         the rotation of axisangle, euler, xyaxes or zaxis (one of them); (None, None) when none."""
+        if _ORIENTATIONS.isdisjoint(attrs):           # (attrs holds the node's own)
+            return None, None
         given = _ORIENTATIONS.intersection(node.attrib)
         if len(given) > 1:
             given = [k for k in ("quat", "axisangle", "euler", "xyaxes", "zaxis") if k in given]
