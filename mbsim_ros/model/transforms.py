@@ -62,6 +62,24 @@ def quat_rows(q):
     ]
 
 
+def quats_to_matrices(q):
+    """(n, 4) quaternions (x, y, z, w), not zero, -> (n, 3, 3) rotation matrices: quat_to_matrix
+    over many at once."""
+    q = np.asarray(q, dtype=float)
+    x, y, z, w = (q / np.sqrt((q * q).sum(axis=1))[:, None]).T
+    R = np.empty((len(q), 3, 3))
+    R[:, 0, 0] = 1 - 2 * (y * y + z * z)
+    R[:, 0, 1] = 2 * (x * y - z * w)
+    R[:, 0, 2] = 2 * (x * z + y * w)
+    R[:, 1, 0] = 2 * (x * y + z * w)
+    R[:, 1, 1] = 1 - 2 * (x * x + z * z)
+    R[:, 1, 2] = 2 * (y * z - x * w)
+    R[:, 2, 0] = 2 * (x * z - y * w)
+    R[:, 2, 1] = 2 * (y * z + x * w)
+    R[:, 2, 2] = 1 - 2 * (x * x + y * y)
+    return R
+
+
 def matrix_to_quat(R):
     """Rotation matrix -> quaternion (x, y, z, w) with w >= 0."""
     R = np.asarray(R, dtype=float)

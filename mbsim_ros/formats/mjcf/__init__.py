@@ -8,9 +8,9 @@ quaternions are (x, y, z, w) and a free joint's linear velocity is in the body f
 (architecture.md); hinge and slide q equal MuJoCo's qpos including `ref`.
 
 Parts: parse.py (XML, <include>, <compiler>, <default> classes, numbers and orientations),
-geoms.py (geoms, meshes, mass properties), bodies.py (bodies, joints, inertia, sites),
-elements.py (keyframes, actuators, sensors, equality, tendons, contact exclusion). What is read
-but not simulated is a note in model.warnings naming the file, line and element.
+geoms.py (geoms, meshes, shapes), masses.py (geom and body mass properties, for all at once),
+joints.py (joints as columns), bodies.py (the body tree: links, sites, cameras), elements.py
+(keyframes, actuators, sensors, equality, tendons, contact exclusion). What is read but not simulated is a note in model.warnings naming the file, line and element.
 """
 from __future__ import annotations
 

@@ -44,9 +44,9 @@ _PAIR_OWN = ("geom1", "geom2", "name", "class")
 
 def _contact(r, root, model, tree):
     geoms = {}
-    for link_name, g in tree.geoms:
+    for g in tree.geoms:
         if g.name:
-            geoms[g.name] = (link_name, g)
+            geoms[g.name] = (g.link, g)
     for node in root.each("contact"):
         for c in node.children:
             if c.tag == "exclude":
@@ -206,8 +206,8 @@ def _actuator(r, node, p, joints, index):
         return None
     if p.get("dyntype", "none") != "none" or p.get("_timeconst"):
         r.note(node, "activation dynamics (dyntype, timeconst) are not simulated: the control acts at once")
-    gear = np.float64(r.numbers(node, p, "gear", 6, (1.0,), nmin=1)[0])
-    gain = np.float64(r.numbers(node, p, "gainprm", 10, (1.0,), nmin=1)[0])
+    gear = r.numbers(node, p, "gear", 6, (1.0,), nmin=1)[0]
+    gain = r.numbers(node, p, "gainprm", 10, (1.0,), nmin=1)[0]
     bias = [0.0, 0.0, 0.0]
     if p.get("biastype", "none") == "affine":
         b = r.numbers(node, p, "biasprm", 10, (0.0,), nmin=1)[:3]
@@ -217,12 +217,12 @@ def _actuator(r, node, p, joints, index):
     lo, hi = -np.inf, np.inf
     limited = p.get("ctrllimited", "auto")
     if limited == "true" or (limited == "auto" and r.compiler.autolimits and "ctrlrange" in p):
-        lo, hi = r.floats(node, p, "ctrlrange", 2)
+        lo, hi = r.numbers(node, p, "ctrlrange", 2)
         if not lo < hi:
             raise r.error(node, f"ctrlrange=\"{p.get('ctrlrange')}\": expected lower < upper")
     flimited = p.get("forcelimited", "auto")
     if flimited == "true" or (flimited == "auto" and r.compiler.autolimits and "forcerange" in p):
-        flo, fhi = r.floats(node, p, "forcerange", 2)
+        flo, fhi = r.numbers(node, p, "forcerange", 2)
         if any(bias):
             r.note(node, "forcerange on a servo is not applied")
         elif gain > 0:      # a motor's force clamp is a control clamp

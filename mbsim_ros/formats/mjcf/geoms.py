@@ -9,12 +9,13 @@ enclosed volume (divergence theorem).
 from __future__ import annotations
 
 import os
+from math import sqrt
 
 import numpy as np
 
 from ...model import Shape
 from ..meshes import MeshError, load_mesh
-from .parse import EYE3, EYE4, compose, z_to
+from .parse import z_to
 
 GEOM_TYPES = ("plane", "hfield", "sphere", "capsule", "ellipsoid", "cylinder", "box", "mesh", "sdf")
 _SIZES_NEEDED = {"sphere": 1, "capsule": 2, "cylinder": 2, "ellipsoid": 3, "box": 3}   # positive sizes per type
@@ -22,11 +23,12 @@ _SIZES_NEEDED = {"sphere": 1, "capsule": 2, "cylinder": 2, "ellipsoid": 3, "box"
 
 class Mesh:
     """A mesh asset: vertices (scaled, in the mesh's own frame) and triangles."""
-    __slots__ = ("name", "path", "vertices", "faces", "scale", "inertia")
+    __slots__ = ("name", "path", "vertices", "faces", "scale", "inertia", "mass_properties")
 
     def __init__(self, name, path, vertices, faces, scale, inertia):
         self.name, self.path, self.vertices, self.faces, self.scale = name, path, vertices, faces, scale
         self.inertia = inertia
+        self.mass_properties = None     # (volume, centroid, inertia) at density 1, once computed
 
 
 def read_meshes(r, root):
@@ -101,70 +103,78 @@ def _hull_faces(r, node, vertices):
 
 
 class Geom:
-    """One geom read: its shape in the body frame, group, collision bits, mass properties."""
-    __slots__ = ("shape", "group", "contype", "conaffinity", "mass", "com", "inertia", "name")
+    """One geom as read; its pose (`T` @ pos and quat or rows), Shape and mass properties are
+    computed for all geoms of the model at once (masses.py, geom_shapes)."""
+    __slots__ = ("node", "kind", "size", "pos", "quat", "rows", "T", "mesh", "name", "group", "contype",
+                 "conaffinity", "friction", "rgba", "inertial", "mass", "density", "link", "body", "shape")
 
 
 def read_geom(r, node, cls, T_in_body, meshes):
+    """The Geom of a <geom> in a frame at T_in_body in its body (None for a type not simulated)."""
     a = r.attrs(node, "geom", cls)
     kind = r.choice(node, a, "type", GEOM_TYPES, "sphere")
     if kind in ("hfield", "sdf"):
         r.note(node, f"type=\"{kind}\" geoms are not supported: left out")
         r.skipped_geoms.add(a.get("name"))
         return None
-    sizes = r.numbers(node, a, "size", 3, (0.0, 0.0, 0.0), nmin=1)
-    sizes += [0.0] * (3 - len(sizes))
-    size = np.array(sizes)
-    pose = r.pose(node, a)
+    g = Geom()
+    g.node, g.kind, g.T = node, kind, T_in_body
+    size = r.numbers(node, a, "size", 3, (0.0, 0.0, 0.0), nmin=1)
+    size += [0.0] * (3 - len(size))
     if "fromto" in a:
         if kind not in ("capsule", "cylinder", "box", "ellipsoid"):
             raise r.error(node, f"fromto on a {kind}: expected a capsule, cylinder, box or ellipsoid")
-        ft = r.floats(node, a, "fromto", 6)
-        d = ft[3:] - ft[:3]
-        length = np.linalg.norm(d)
+        ft = r.numbers(node, a, "fromto", 6)
+        d = np.array(ft[3:]) - ft[:3]
+        length = sqrt(d.dot(d))
         if length < 1e-12:
             raise r.error(node, f"fromto=\"{a['fromto']}\": both ends are the same point")
-        pose = EYE4.copy()
-        pose[:3, :3] = z_to(d / length)
-        pose[:3, 3] = 0.5 * (ft[:3] + ft[3:])
+        g.quat, g.rows = None, z_to(d / length).tolist()
+        g.pos = [0.5 * (ft[0] + ft[3]), 0.5 * (ft[1] + ft[4]), 0.5 * (ft[2] + ft[5])]
         size[2 if kind in ("box", "ellipsoid") else 1] = 0.5 * length
-    pose = compose(T_in_body, pose)
+    else:
+        g.quat, g.rows = r.orientation(node, a)
+        g.pos = r.numbers(node, a, "pos", 3) if "pos" in a else None
     need = _SIZES_NEEDED.get(kind, 0)
-    if need and not min(size.tolist()[:need]) > 0:       # (finite: numbers refuses others)
+    if need and not min(size[:need]) > 0:       # (finite: numbers refuses others)
         raise r.error(node, f"size=\"{a.get('size', '')}\": a {kind} needs {need} positive size numbers")
-    mesh = None
+    g.size = size
+    g.mesh = None
     if kind == "mesh":
         mname = a.get("mesh")
         if mname is None or mname not in meshes:
             raise r.error(node, f"mesh=\"{mname}\": expected the name of an <asset><mesh>")
-        mesh = meshes[mname]
-    g = Geom()
+        g.mesh = meshes[mname]
     g.name = a.get("name", "")
     g.group = r.ints(node, a, "group", 0)
     g.contype = r.ints(node, a, "contype", 1)
     g.conaffinity = r.ints(node, a, "conaffinity", 1)
-    g.shape = _shape(kind, pose, size, mesh, g.name)
-    g.shape.friction = r.numbers(node, a, "friction", 3, nmin=1)[0] if "friction" in a else 1.0
-    rgba = a.get("rgba")
-    if rgba is not None:
-        g.shape.color = r.floats(node, a, "rgba", 4)
-    g.mass = None
+    g.friction = r.numbers(node, a, "friction", 3, nmin=1)[0] if "friction" in a else 1.0
+    g.rgba = r.floats(node, a, "rgba", 4) if "rgba" in a else None
     lo, hi = r.compiler.inertiagrouprange
-    if kind != "plane" and lo <= g.group <= hi:
+    g.inertial = kind != "plane" and lo <= g.group <= hi
+    g.mass = g.density = None
+    if g.inertial:
         if r.flag(node, a, "shellinertia", False):
             r.note(node, "shellinertia=\"true\": the geom's inertia is taken as a solid's")
-        volume, com, inertia_unit = _unit_density(r, node, kind, size, mesh)
         if "mass" in a:
-            m = r.number(node, a, "mass")
+            g.mass = r.number(node, a, "mass")
+            if g.mass < 0:
+                raise r.error(node, f"mass {g.mass:g}: expected >= 0")
         else:
-            m = r.number(node, a, "density", 1000.0) * volume
-        if m < 0:
-            raise r.error(node, f"mass {m:g}: expected >= 0")
-        R = pose[:3, :3]
-        g.mass = m
-        g.com = pose[:3, :3] @ com + pose[:3, 3]
-        g.inertia = R @ (inertia_unit * (m / volume if volume > 0 else 0.0)) @ R.T
+            g.density = r.number(node, a, "density", 1000.0)
     return g
+
+
+def geom_shapes(geoms, poses):
+    """Each geom's Shape (Geom.shape) at its pose (poses: (n, 4, 4) in the bodies' frames)."""
+    for g, pose in zip(geoms, poses):
+        shape = _shape(g.kind, pose, g.size, g.mesh, g.name)
+        shape.friction = g.friction
+        if g.rgba is not None:
+            shape.color = g.rgba
+        shape.contype, shape.conaffinity = g.contype, g.conaffinity
+        g.shape = shape
 
 
 def _shape(kind, pose, size, mesh, name):
@@ -172,88 +182,13 @@ def _shape(kind, pose, size, mesh, name):
         return Shape("sphere", pose=pose, radius=size[0], name=name)
     if kind in ("capsule", "cylinder"):
         return Shape(kind, pose=pose, radius=size[0], length=2 * size[1], name=name)
-    if kind == "box":
-        return Shape("box", pose=pose, size=2 * size[:3], name=name)
-    if kind == "plane":
-        return Shape("plane", pose=pose, size=2 * size[:3], name=name)
+    if kind in ("box", "plane"):
+        return Shape(kind, pose=pose, size=np.array([2 * size[0], 2 * size[1], 2 * size[2]]), name=name)
     if kind == "ellipsoid":
         v, f = _unit_sphere_mesh()
-        return Shape("mesh", pose=pose, vertices=v * size[:3], faces=f, name=name)
+        return Shape("mesh", pose=pose, vertices=v * size, faces=f, name=name)
     return Shape("mesh", pose=pose, vertices=mesh.vertices, faces=mesh.faces, mesh_path=mesh.path,
                  scale=mesh.scale, name=name)
-
-
-def _unit_density(r, node, kind, s, mesh):
-    """(volume, com in the geom frame, inertia about the com for density 1) as MuJoCo computes."""
-    pi = np.pi
-    if kind == "sphere":
-        v = 4 / 3 * pi * s[0] ** 3
-        return v, np.zeros(3), EYE3.copy() * 0.4 * v * s[0] ** 2
-    if kind == "capsule":
-        rad, h = s[0], 2 * s[1]
-        v = pi * rad * rad * h + 4 / 3 * pi * rad ** 3
-        ms = 4 / 3 * pi * rad ** 3          # the two hemispheres
-        mc = v - ms
-        ixx = mc * (3 * rad * rad + h * h) / 12 + 0.4 * ms * rad * rad + ms * h * (3 * rad + 2 * h) / 8
-        izz = mc * rad * rad / 2 + 0.4 * ms * rad * rad
-        return v, np.zeros(3), _diag(ixx, ixx, izz)
-    if kind == "cylinder":
-        rad, h = s[0], 2 * s[1]
-        v = pi * rad * rad * h
-        ixx = v * (3 * rad * rad + h * h) / 12
-        return v, np.zeros(3), _diag(ixx, ixx, v * rad * rad / 2)
-    if kind == "ellipsoid":
-        a, b, c = s
-        v = 4 / 3 * pi * a * b * c
-        return v, np.zeros(3), np.diag([v * (b * b + c * c), v * (a * a + c * c), v * (a * a + b * b)]) / 5
-    if kind == "box":
-        a, b, c = s
-        v = 8 * a * b * c
-        return v, np.zeros(3), np.diag([v * (b * b + c * c), v * (a * a + c * c), v * (a * a + b * b)]) / 3
-    return mesh_mass_properties(r, node, mesh)
-
-
-def _diag(x, y, z):
-    """np.diag([x, y, z]) in one array construction."""
-    return np.array([[x, 0.0, 0.0], [0.0, y, 0.0], [0.0, 0.0, z]])
-
-
-def mesh_mass_properties(r, node, mesh):
-    """Volume, centroid and inertia about it (density 1) of a mesh as MuJoCo computes them
-    (user_mesh.cc): pyramids from the area-weighted face centroid give the volume and centroid,
-    tetrahedra from the centroid the inertia. inertia="legacy" (MuJoCo's default) takes every
-    pyramid's volume as positive, "exact" keeps its sign, "convex" uses the convex hull."""
-    vertices, faces = mesh.vertices, mesh.faces
-    if mesh.inertia == "convex":
-        faces = _hull_faces(r, node, vertices)
-    a, b, c = (vertices[faces[:, k]] for k in range(3))
-    n = np.cross(b - a, c - a)
-    length = np.linalg.norm(n, axis=1)
-    area = np.where(length < 1e-15, 0.0, length / 2)
-    unit = n / np.where(length < 1e-15, 1.0, length)[:, None]
-    centre = (a + b + c) / 3
-    if area.sum() < 1e-15:
-        raise r.error(node, f"mesh \"{mesh.name}\" has no surface area")
-    facecen = (area[:, None] * centre).sum(axis=0) / area.sum()
-    vol = np.einsum("ij,ij->i", centre - facecen, unit) * area / 3
-    if mesh.inertia == "legacy":
-        vol = np.abs(vol)
-    volume = vol.sum()
-    if volume < 1e-15:
-        raise r.error(node, f"mesh \"{mesh.name}\" encloses no volume ({volume:.3g} m^3; MuJoCo refuses it too)")
-    com = (vol[:, None] * (0.75 * centre + 0.25 * facecen)).sum(axis=0) / volume
-    D, E, F = a - com, b - com, c - com
-    vol = np.einsum("ij,ij->i", (D + E + F) / 3, unit) * area / 3
-    if mesh.inertia == "legacy":
-        vol = np.abs(vol)
-    P = np.zeros((3, 3))
-    for i in range(3):
-        for j in range(i, 3):
-            P[i, j] = P[j, i] = (vol / 20 * (2 * (D[:, i] * D[:, j] + E[:, i] * E[:, j] + F[:, i] * F[:, j])
-                                             + D[:, i] * E[:, j] + D[:, j] * E[:, i] + D[:, i] * F[:, j]
-                                             + D[:, j] * F[:, i] + E[:, i] * F[:, j] + E[:, j] * F[:, i])).sum()
-    inertia = np.trace(P) * EYE3.copy() - P
-    return vol.sum(), com, inertia
 
 
 _SPHERE = None

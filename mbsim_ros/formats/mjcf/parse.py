@@ -106,15 +106,15 @@ def _convert(el, file, includes):
     stack = [(el, node)]
     while stack:
         src, dst = stack.pop()
-        for c in src:
+        append = dst.children.append
+        for c in src.iterchildren(etree.Element):       # (elements only: no comments or entities)
             tag = c.tag                 # (lxml makes a new string at every .tag)
-            if not isinstance(tag, str):
-                continue
             n = Node(tag, dict(c.items()), file, c.sourceline)
             if tag == "include":
                 includes.append(n)
-            dst.children.append(n)
-            stack.append((c, n))
+            append(n)
+            if len(c):
+                stack.append((c, n))
     return node
 
 
@@ -173,6 +173,7 @@ class Reader:
         self.classes = {}        # class name -> {kind: {attr: value}, "actuator": [(tag, attrs)]}
         self.notes = []          # (node, message) for what is read but not simulated
         self.skipped_geoms = set()   # names of geoms left out (types not simulated)
+        self._parsed = {}        # attribute text -> its finite numbers (classes repeat the same texts)
 
     # -- messages ----------------------------------------------------------------------
     def error(self, node, expected):
@@ -211,30 +212,29 @@ class Reader:
             if default is None:
                 raise self.error(node, f"missing attribute {name}=\"...\" ({'a number' if n == 1 else f'{n} numbers'})")
             return [float(x) for x in default]
-        try:
-            values = list(map(float, text.split()))
-        except ValueError:
-            raise self.error(node, f"{name}=\"{text}\": expected {n} numbers") from None
+        values = self._parsed.get(text)
+        if values is None:
+            try:
+                values = tuple(map(float, text.split()))
+            except ValueError:
+                raise self.error(node, f"{name}=\"{text}\": expected {n} numbers") from None
+            if all(map(isfinite, values)):
+                self._parsed[text] = values
         if not (nmin or n) <= len(values) <= n:
             want = f"{n}" if nmin is None else f"{nmin} or more" if n > 10 ** 6 else f"{nmin} to {n}"
             raise self.error(node, f"{name}=\"{text}\": expected {want} numbers, got {len(values)}")
-        if not all(map(isfinite, values)):
+        if text not in self._parsed:
             raise self.error(node, f"{name}=\"{text}\": expected finite numbers")
-        return values
+        return list(values)
 
     def number(self, node, attrs, name, default=None):
         text = attrs.get(name)
         if text is None and default is not None:
             return float(default)
-        words = text.split() if text is not None else ()
-        if len(words) == 1:                 # the usual case, without an array; else floats' messages
-            try:
-                value = float(words[0])
-            except ValueError:
-                value = None
-            if value is not None and isfinite(value):
-                return value
-        return float(self.floats(node, attrs, name, 1, None if default is None else [default])[0])
+        values = self._parsed.get(text)
+        if values is not None and len(values) == 1:         # the usual case: a text read before
+            return values[0]
+        return self.numbers(node, attrs, name, 1, None if default is None else [default])[0]
 
     def ints(self, node, attrs, name, default):
         text = attrs.get(name)
@@ -274,6 +274,18 @@ class Reader:
 
     def _rotation_rows(self, node, attrs):
         """_rotation's rows as lists of floats (pose builds its 4x4 from them in one go)."""
+        quat, rows = self.orientation(node, attrs)
+        if quat is not None:
+            w, x, y, z = quat
+            return quat_rows((x, y, z, w))
+        return rows or [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
+
+    def orientation(self, node, attrs):
+        """(quat, rows): the quaternion (w x y z, as written, not zero) when the orientation is a
+        quat (most are: their matrices are computed for a whole model at once), else the rows of
+        the rotation of axisangle, euler, xyaxes or zaxis (one of them); (None, None) when none."""
+        if _ORIENTATIONS.isdisjoint(attrs):           # (attrs holds the node's own)
+            return None, None
         given = _ORIENTATIONS.intersection(node.attrib)
         if len(given) > 1:
             given = [k for k in ("quat", "axisangle", "euler", "xyaxes", "zaxis") if k in given]
@@ -282,25 +294,25 @@ class Reader:
         if not given:
             given = [k for k in ("quat", "axisangle", "euler", "xyaxes", "zaxis") if k in attrs][:1]
         if not given:
-            return [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
+            return None, None
         kind = next(iter(given))
         if kind == "quat":
-            w, x, y, z = self.numbers(node, attrs, "quat", 4)
-            if hypot(w, x, y, z) < 1e-12:
+            quat = self.numbers(node, attrs, "quat", 4)
+            if hypot(*quat) < 1e-12:
                 raise self.error(node, f"quat=\"{attrs['quat']}\": a zero quaternion; expected w x y z of a rotation")
-            return quat_rows((x, y, z, w))
+            return quat, None
         if kind == "axisangle":
             v = self.floats(node, attrs, "axisangle", 4)
-            return axis_angle_rows(self.unit(node, v[:3], "axisangle"), self.angle(v[3]))
+            return None, axis_angle_rows(self.unit(node, v[:3], "axisangle"), self.angle(v[3]))
         if kind == "euler":
-            return self.euler(node, self.floats(node, attrs, "euler", 3)).tolist()
+            return None, self.euler(node, self.floats(node, attrs, "euler", 3)).tolist()
         if kind == "xyaxes":
             v = self.floats(node, attrs, "xyaxes", 6)
             x = self.unit(node, v[:3], "xyaxes")
             y = v[3:] - x * x.dot(v[3:])
             y = self.unit(node, y, "xyaxes (y along x)")
-            return np.column_stack([x, y, cross(x, y)]).tolist()
-        return z_to(self.unit(node, self.floats(node, attrs, "zaxis", 3), "zaxis")).tolist()
+            return None, np.column_stack([x, y, cross(x, y)]).tolist()
+        return None, z_to(self.unit(node, self.floats(node, attrs, "zaxis", 3), "zaxis")).tolist()
 
     def euler(self, node, angles):
         seq = self.compiler.eulerseq
@@ -310,6 +322,14 @@ class Reader:
             Ri = axis_angle_to_matrix(axis, self.angle(a))
             R = R @ Ri if ch.islower() else Ri @ R      # lowercase: moving axes, uppercase: fixed
         return R
+
+    def unit_numbers(self, node, attrs, name):
+        """Attribute `name`'s three numbers made a unit vector (a tuple of floats)."""
+        x, y, z = self.numbers(node, attrs, name, 3)
+        n = sqrt(x * x + y * y + z * z)
+        if n < 1e-12:
+            raise self.error(node, f"{name}: a zero vector; expected a direction")
+        return x / n, y / n, z / n
 
     def unit(self, node, v, what):
         v = np.asarray(v, dtype=float)
