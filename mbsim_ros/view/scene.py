@@ -209,7 +209,7 @@ class WorldScene:
         if self._contacts is None:
             self._contacts = self.scene.add_point_cloud(
                 f"{self.root}/contacts/points", points=np.zeros((1, 3), np.float32), colors=CONTACT_COLOR,
-                point_size=2 * r, point_shape="circle", visible=False)
+                point_size=2 * r, point_shape="circle", precision="float32", visible=False)
             self._contact_arrows = self.scene.add_arrows(
                 f"{self.root}/contacts/forces", points=np.zeros((1, 2, 3), np.float32), colors=CONTACT_COLOR,
                 shaft_radius=0.3 * r, head_radius=0.8 * r, head_length=2 * r, visible=False)
@@ -249,7 +249,8 @@ class WorldScene:
                     pts = np.zeros((1, 3), np.float32) + pose[:3, 3].astype(np.float32)
                 if s["node"] is None:
                     s["node"] = self.scene.add_point_cloud(base, points=pts, colors=RANGE_COLOR,
-                                                           point_size=0.01 + 0.005 * self.size, point_shape="circle")
+                                                           point_size=0.01 + 0.005 * self.size, point_shape="circle",
+                                                           precision="float32")      # as every later frame's
                 else:
                     update_props(s["node"], points=pts)
             if s["node"] is not None:
