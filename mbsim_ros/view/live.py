@@ -218,11 +218,11 @@ class LiveView:
         if self.history and snap.t < self.history[-1][0]:
             self.history.clear()            # a reset: the plots start again from t = 0
         self.history.append((snap.t, snap.wall, snap.q, snap.v, snap.tau))
-        with self.server.atomic():
+        with self.server.atomic():      # one wake-up of viser's server thread, one message window
             self.scene.set_link_poses(snap.link_R, snap.link_p)
             self.scene.set_contacts(snap.contact_points, snap.contact_forces, self.show_contacts)
             self.scene.set_readings(snap.readings, self.show_sensors)
-        self.panel.update(snap, whole=snap.whole)
+            self.panel.update(snap, whole=snap.whole)
 
     def _rebuild(self, world):
         self.scene.remove()

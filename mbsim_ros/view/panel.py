@@ -3,13 +3,14 @@ joint sliders, spawning, camera images and plots. Every control calls a Session 
 (CONTRACT.md); nothing here touches the simulation's arrays."""
 from __future__ import annotations
 
+import io
 import os
 import time
 
 import numpy as np
 
 from ..model.transforms import matrix_to_rpy
-from .scene import FORCE_SCALE
+from .scene import FORCE_SCALE, update_props
 
 FOV = 0.785                 # rad, the browsers' initial vertical field of view (mbsim render's)
 PANEL_RATE = 4.0            # Hz, text, plots and images at most
@@ -289,13 +290,13 @@ class Panel:
             t = t[keep]
             _, iq, iv, _, _ = joint
             rows = [h for h, k in zip(history, keep) if k]
-            self.plot_q.data = (t, np.array([h[2][iq] for h in rows]))
-            self.plot_v.data = (t, np.array([h[3][iv] for h in rows]))
-            self.plot_tau.data = (t, np.array([h[4][iv] for h in rows]))
+            update_props(self.plot_q, data=(t, np.array([h[2][iq] for h in rows])))
+            update_props(self.plot_v, data=(t, np.array([h[3][iv] for h in rows])))
+            update_props(self.plot_tau, data=(t, np.array([h[4][iv] for h in rows])))
         if len(self.rtf_history) >= 2:
             w = np.array([h[0] for h in self.rtf_history]) - now
-            self.plot_rtf.data = (w, np.nan_to_num(np.array([h[1] for h in self.rtf_history])))
-            self.plot_late.data = (w, np.nan_to_num(np.array([h[2] for h in self.rtf_history])))
+            update_props(self.plot_rtf, data=(w, np.nan_to_num(np.array([h[1] for h in self.rtf_history]))))
+            update_props(self.plot_late, data=(w, np.nan_to_num(np.array([h[2] for h in self.rtf_history]))))
 
     def _update_images(self, readings):
         from ..render import depth_to_image
@@ -306,9 +307,23 @@ class Panel:
             color._mbsim_stamp = r.stamp
             images = r.values
             if images.color is not None:
-                color.image = images.color
+                set_jpeg(color, images.color)
             if images.depth is not None:
-                depth.image = depth_to_image(images.depth)
+                set_jpeg(depth, depth_to_image(images.depth))
+
+
+def set_jpeg(handle, image, quality=75):
+    """Show `image` ((H, W) grey or (H, W, 3) RGB uint8) in an image element made with
+    format="jpeg", encoded here by Pillow. viser's own setter tries to import OpenCV for every
+    image (a search of every sys.path entry when it is not installed) and then encodes through
+    imageio's plugins: three times the cost of the encoding itself."""
+    if "_data" not in getattr(handle, "_prop_hints", ()):       # another viser: its own setter
+        handle.image = image
+        return
+    from PIL import Image
+    out = io.BytesIO()
+    Image.fromarray(np.ascontiguousarray(image, np.uint8)).save(out, format="JPEG", quality=quality)
+    update_props(handle, _data=out.getvalue())
 
 
 def _config_rtf(session):

@@ -27,7 +27,7 @@ COM_COLOR = (255, 0, 255)
 CONTACT_COLOR = (255, 40, 40)
 WRENCH_COLOR = (40, 200, 255)
 RANGE_COLOR = (255, 230, 0)
-POSE_TOLERANCE = 1e-5               # m and quaternion units: a link that moved less is not re-sent
+POSE_TOLERANCE = 1e-5               # m and rotation matrix entries: a link that moved less is not re-sent
 FORCE_SCALE = 0.002                 # m per N of contact or sensor force arrows (500 N: 1 m)
 
 
@@ -124,8 +124,7 @@ class WorldScene:
             if link.mass > 0:
                 self._coms.append(scene.add_icosphere(f"{base}/com", radius=0.01 + 0.012 * self.size,
                                                       color=COM_COLOR, position=tuple(link.com), visible=False))
-        self._sent_p = np.full((len(links), 3), np.nan)
-        self._sent_q = np.full((len(links), 4), np.nan)
+        self._sent = np.full((len(links), 12), np.inf)      # (position, rotation matrix) last sent
         self.link_R = np.tile(np.eye(3), (len(links), 1, 1))
         self.link_p = np.zeros((len(links), 3))
         self._contacts = None
@@ -193,14 +192,14 @@ class WorldScene:
         n = len(self._frames)
         self.link_R[:] = link_R[:n]
         self.link_p[:] = link_p[:n]
-        quats = wxyz_array(self.link_R)
-        moved = (np.abs(self.link_p - self._sent_p).max(1, initial=0) > POSE_TOLERANCE) | \
-                (np.abs(quats - self._sent_q).max(1, initial=0) > POSE_TOLERANCE) | np.isnan(self._sent_p[:, 0])
-        for k in np.flatnonzero(moved):
-            set_pose(self._frames[k], self.link_p[k], quats[k])
-        self._sent_p[moved] = self.link_p[moved]
-        self._sent_q[moved] = quats[moved]
-        return int(moved.sum())
+        pose = np.concatenate([self.link_p, self.link_R.reshape(n, 9)], axis=1)
+        moved = np.flatnonzero(np.abs(pose - self._sent).max(1, initial=0) > POSE_TOLERANCE)
+        if len(moved):
+            quats = wxyz_array(self.link_R[moved])      # only for the links sent
+            for k, q in zip(moved, quats):
+                set_pose(self._frames[k], self.link_p[k], q)
+            self._sent[moved] = pose[moved]
+        return len(moved)
 
     def set_contacts(self, points, forces, visible=True):
         """Contact points (n, 3) and the force on each (n, 3, N) as arrows of FORCE_SCALE m/N."""
@@ -210,23 +209,27 @@ class WorldScene:
         if self._contacts is None:
             self._contacts = self.scene.add_point_cloud(
                 f"{self.root}/contacts/points", points=np.zeros((1, 3), np.float32), colors=CONTACT_COLOR,
-                point_size=2 * r, point_shape="circle", visible=False)
+                point_size=2 * r, point_shape="circle", precision="float32", visible=False)
             self._contact_arrows = self.scene.add_arrows(
                 f"{self.root}/contacts/forces", points=np.zeros((1, 2, 3), np.float32), colors=CONTACT_COLOR,
                 shaft_radius=0.3 * r, head_radius=0.8 * r, head_length=2 * r, visible=False)
         shown = bool(visible and len(points))
-        if shown:
-            colors = np.tile(np.array(CONTACT_COLOR, np.uint8), (len(points), 1))
-            update_props(self._contacts, points=points, colors=colors)
-            update_props(self._contact_arrows, colors=colors,
+        if shown:       # (one colour for all, set once: only the points change)
+            update_props(self._contacts, points=points)
+            update_props(self._contact_arrows,
                          points=np.stack([points, points + FORCE_SCALE * forces], axis=1).astype(np.float32))
         set_visible(self._contacts, shown)
         set_visible(self._contact_arrows, shown)
 
     def set_readings(self, readings, visible=True):
-        """Sensor overlays from the newest readings: F/T force arrows, range scan points."""
+        """Sensor overlays from the newest readings: F/T force arrows, range scan points. A
+        reading already drawn is not sent again (the devices replace a reading, never change it)."""
         for i, s in enumerate(self._sensors):
             r = readings.get(s["name"])
+            if r is not None and r is s.get("drawn"):
+                r = None
+            elif r is not None:
+                s["drawn"] = r
             base = f"{self.root}/links/{s['link']}/sensor/{i}"
             pose = s["pose"]
             if s["type"] == "force" and r is not None:
@@ -244,12 +247,12 @@ class WorldScene:
                 pts = ((d[hit] * ranges[:len(d)][hit, None]) @ pose[:3, :3].T + pose[:3, 3]).astype(np.float32)
                 if len(pts) == 0:
                     pts = np.zeros((1, 3), np.float32) + pose[:3, 3].astype(np.float32)
-                colors = np.tile(np.array(RANGE_COLOR, np.uint8), (len(pts), 1))
                 if s["node"] is None:
-                    s["node"] = self.scene.add_point_cloud(base, points=pts, colors=colors,
-                                                           point_size=0.01 + 0.005 * self.size, point_shape="circle")
+                    s["node"] = self.scene.add_point_cloud(base, points=pts, colors=RANGE_COLOR,
+                                                           point_size=0.01 + 0.005 * self.size, point_shape="circle",
+                                                           precision="float32")      # as every later frame's
                 else:
-                    update_props(s["node"], points=pts, colors=colors)
+                    update_props(s["node"], points=pts)
             if s["node"] is not None:
                 set_visible(s["node"], visible)
 
@@ -293,19 +296,19 @@ def set_visible(handle, on):
 
 
 def update_props(handle, **props):
-    """Assign scene node properties in one update message. viser's own assignment evaluates
-    the props class's type hints on every call (about 1 ms); the arrays here are already of
-    the right dtype and shape, so they go straight out when this viser allows it."""
+    """Assign properties of a scene node or GUI element, one update message each. viser's own
+    assignment casts every value against the props class's type hints (building numpy typing
+    aliases: about 1 ms for a plot's data); the values here are already of the right dtype and
+    shape, so they go straight out when this viser allows it."""
     impl = getattr(handle, "_impl", None)
-    queue = getattr(getattr(impl, "api", None), "_queue_scene_message", None)
+    queue = getattr(handle, "_queue_update", None)
     if queue is None or not hasattr(impl, "props"):
         for key, value in props.items():
             setattr(handle, key, value)
         return
-    from viser import _messages
     for key, value in props.items():
         setattr(impl.props, key, value)
-    queue(_messages.SceneNodeUpdateMessage(impl.name, {k: v.copy() for k, v in props.items()}))
+        queue(key, value.copy() if isinstance(value, np.ndarray) else value)    # the wire's own copy
 
 
 def set_pose(handle, position, quat):
