@@ -29,7 +29,6 @@ Prints (and checks, exit 1 where one fails):
 With --plot, a picture of the RSS and the load over time and the lateness per minute.
 """
 import argparse
-import ctypes
 import json
 import multiprocessing
 import os
@@ -64,26 +63,12 @@ def rss_kinds():
     glibc's malloc holds in live blocks and free in its heaps (a leak grows the first; memory
     kept after a burst, the second), and the blocks Python's own allocator holds."""
     parts = [f"{k[3:].lower()} {rss_mb(field=k):.1f}" for k in ("RssAnon", "RssFile", "RssShmem")]
+    from mbsim_ros.run.memory import mallinfo
     info = mallinfo()
     if info is not None:
         parts += [f"malloc in use {(info.uordblks + info.hblkhd) / 2**20:.1f}",
                   f"free {info.fordblks / 2**20:.1f}"]
     return "  ".join(parts + [f"python blocks {sys.getallocatedblocks()}"])
-
-
-class MallInfo2(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
-                                                       "fsmblks", "uordblks", "fordblks", "keepcost")]
-
-
-def mallinfo():
-    """glibc's mallinfo2() (bytes), or None on another C library."""
-    try:
-        call = ctypes.CDLL(None).mallinfo2
-    except AttributeError:
-        return None
-    call.restype = MallInfo2
-    return call()
 
 
 def session_for(bag_dir, seconds, realtime_priority=0):

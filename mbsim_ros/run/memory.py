@@ -23,3 +23,19 @@ def map_large_blocks(threshold=LARGE_BLOCK):
         return bool(libc.mallopt(M_MMAP_THRESHOLD, int(threshold)))
     except (OSError, AttributeError, TypeError):
         return False
+
+
+class MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                       "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+
+def mallinfo():
+    """glibc's mallinfo2() (bytes: uordblks + hblkhd live, fordblks free in the heaps, hblkhd
+    in blocks mapped on their own), or None on another C library."""
+    try:
+        call = ctypes.CDLL(None).mallinfo2
+    except AttributeError:
+        return None
+    call.restype = MallInfo2
+    return call()

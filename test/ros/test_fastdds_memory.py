@@ -23,19 +23,15 @@ pytestmark = pytest.mark.skipif(bool(ROS_MISSING), reason=str(ROS_MISSING))
 
 TOPIC = "/fastdds_memory/image"
 PUBLISHER = r"""
-import ctypes, sys, time
+import sys
 import numpy as np
 from mbsim_ros.ros import messages
 from mbsim_ros.ros.qos import SENSOR
 from mbsim_ros.ros.rclpy_transport import RclpyTransport
+from mbsim_ros.run.memory import mallinfo
 
-class MallInfo2(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_size_t) for n in
-                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
-libc = ctypes.CDLL(None)
-libc.mallinfo2.restype = MallInfo2
 def in_use_mb():
-    info = libc.mallinfo2()
+    info = mallinfo()
     return (info.uordblks + info.hblkhd) / 2**20
 
 transport = RclpyTransport(node_name="fastdds_memory")

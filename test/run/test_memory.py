@@ -11,21 +11,17 @@ import pytest
 
 PROBE = r"""
 import ctypes, sys
-class MallInfo2(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_size_t) for n in
-                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+from mbsim_ros.run.memory import map_large_blocks, mallinfo
 libc = ctypes.CDLL(None)
-libc.mallinfo2.restype = MallInfo2
 libc.malloc.restype = ctypes.c_void_p
 libc.free.argtypes = [ctypes.c_void_p]
 if sys.argv[1] == "session":
-    from mbsim_ros.run.memory import map_large_blocks
     assert map_large_blocks()
 size = 6 << 20
 libc.free(libc.malloc(size))          # the first large block: glibc may raise its threshold here
-before = libc.mallinfo2().hblkhd
+before = mallinfo().hblkhd
 block = libc.malloc(size)
-print(libc.mallinfo2().hblkhd - before)
+print(mallinfo().hblkhd - before)
 libc.free(block)
 """
 
