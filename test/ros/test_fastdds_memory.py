@@ -23,7 +23,7 @@ pytestmark = pytest.mark.skipif(bool(ROS_MISSING), reason=str(ROS_MISSING))
 
 TOPIC = "/fastdds_memory/image"
 PUBLISHER = r"""
-import sys
+import sys, time
 import numpy as np
 from mbsim_ros.ros import messages
 from mbsim_ros.ros.qos import SENSOR
@@ -38,7 +38,11 @@ transport = RclpyTransport(node_name="fastdds_memory")
 pub = transport.advertise(sys.argv[1], "sensor_msgs/msg/Image", SENSOR)
 print("READY", flush=True)
 for line in sys.stdin:
-    if line.strip() == "publish":
+    if line.strip() == "matched":          # the reader is matched: what we write is for it
+        while pub.impl.get_subscription_count() < 1:
+            time.sleep(0.05)
+        print("MATCHED", flush=True)
+    elif line.strip() == "publish":
         for k in range(12):
             frame = np.full((256, 1024, 4), k, np.uint8)
             transport.publish(pub, messages.image(float(k), "camera", frame, "rgba8"))
@@ -73,7 +77,8 @@ def in_use_after_a_burst(domain, extra_env):
             assert pub.poll() is None and time.monotonic() < deadline, out.text[-3000:]
             time.sleep(0.02)
         reader.subscribe(TOPIC, "sensor_msgs/msg/Image")
-        time.sleep(2.0)                                # discovery both ways
+        tell("matched", "MATCHED")                     # (a sample written before the match would
+        time.sleep(1.0)                                # not reach it: volatile durability)
         before = float(tell("measure", "IN_USE").split()[1])
         os.kill(reader.proc.pid, signal.SIGSTOP)       # a subscriber that fell behind
         tell("publish", "PUBLISHED")

@@ -63,7 +63,7 @@ def read_meshes(r, root):
                         raise r.error(node, f"face: expected vertex indices (0 to {len(vertices) - 1}), three per face")
                     faces = faces.reshape(-1, 3)
                 else:
-                    faces = _hull_faces(r, node, vertices)
+                    faces = hull_faces(r, node, vertices)
                 path = None
             else:
                 raise r.error(node, "a mesh needs file=\"...\" or vertex=\"...\"")
@@ -80,7 +80,7 @@ def read_meshes(r, root):
     return meshes
 
 
-def _hull_faces(r, node, vertices):
+def hull_faces(r, node, vertices):
     try:
         from scipy.spatial import ConvexHull
     except ImportError:

@@ -13,7 +13,7 @@ from math import pi
 import numpy as np
 
 from ...model.transforms import quats_to_matrices
-from .geoms import _hull_faces
+from .geoms import hull_faces
 from .parse import EYE3, EYE4
 
 _NO_TURN = (0.0, 0.0, 0.0, 1.0)       # (x, y, z, w)
@@ -159,7 +159,7 @@ def mesh_mass_properties(r, node, mesh):
     pyramid's volume as positive, "exact" keeps its sign, "convex" uses the convex hull."""
     vertices, faces = mesh.vertices, mesh.faces
     if mesh.inertia == "convex":
-        faces = _hull_faces(r, node, vertices)
+        faces = hull_faces(r, node, vertices)
     a, b, c = (vertices[faces[:, k]] for k in range(3))
     n = np.cross(b - a, c - a)
     length = np.linalg.norm(n, axis=1)
