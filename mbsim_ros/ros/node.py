@@ -35,7 +35,6 @@ import threading
 
 from .._kernel_cache import CompileReport, compile_report
 from ..model import ConfigError, ModelError
-from .fastdds_memory import free_samples_when_done
 from .node_services import create_services
 from .parameters import (CONFIG_KEYS, NODE_CHOICES, PARAMETER_DEFAULTS, PARAMETERS, apply_parameter,
                          config_from_parameters, descriptor, parameter_error)
@@ -199,7 +198,6 @@ def main(args=None, listeners=None):
     from rclpy.parameter import Parameter
     from rclpy.signals import SignalHandlerOptions
 
-    free_samples_when_done()
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     node = rclpy.create_node("mbsim")
     log = node.get_logger()

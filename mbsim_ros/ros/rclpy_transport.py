@@ -7,7 +7,6 @@ import importlib
 import threading
 
 from . import messages
-from .fastdds_memory import free_samples_when_done
 from .qos import to_rclpy_qos
 from .transport import Publisher, Subscription, Transport
 
@@ -60,7 +59,6 @@ class RclpyTransport(Transport):
         self._rclpy, self._executor, self._thread, self._own_context = rclpy, None, None, False
         if node is None:
             if not rclpy.ok():
-                free_samples_when_done()
                 rclpy.init()
                 self._own_context = True
             node = rclpy.create_node(node_name)
