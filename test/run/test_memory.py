@@ -10,8 +10,13 @@ import sys
 import pytest
 
 PROBE = r"""
-import ctypes, sys
-from mbsim_ros.run.memory import map_large_blocks, mallinfo
+import ctypes, importlib.util, sys
+# run/memory.py alone, not the package: importing numba and the rest allocates and frees blocks
+# of its own, which moved what this probe measures
+spec = importlib.util.spec_from_file_location("memory", sys.argv[2])
+memory = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(memory)
+map_large_blocks, mallinfo = memory.map_large_blocks, memory.mallinfo
 libc = ctypes.CDLL(None)
 libc.malloc.restype = ctypes.c_void_p
 libc.free.argtypes = [ctypes.c_void_p]
@@ -27,7 +32,9 @@ libc.free(block)
 
 
 def mapped_bytes(mode):
-    out = subprocess.run([sys.executable, "-c", PROBE, mode], capture_output=True, text=True, timeout=120)
+    from mbsim_ros.run import memory
+    out = subprocess.run([sys.executable, "-c", PROBE, mode, memory.__file__], capture_output=True, text=True,
+                         timeout=120)
     assert out.returncode == 0, out.stderr
     return int(out.stdout.split()[-1])
 
