@@ -8,7 +8,6 @@ give them back: the RSS of an hour's run steps up each time a burst of frames is
 comes down. A fixed threshold keeps every large block a mapping of its own.
 """
 import ctypes
-import ctypes.util
 
 M_MMAP_THRESHOLD = -3           # glibc's malloc.h
 LARGE_BLOCK = 1 << 20           # bytes: camera images, depth frames and bag chunks are above
@@ -17,11 +16,9 @@ LARGE_BLOCK = 1 << 20           # bytes: camera images, depth frames and bag chu
 def map_large_blocks(threshold=LARGE_BLOCK):
     """Blocks of `threshold` bytes or more are mapped on their own (and returned when freed)
     for the rest of the process. True where glibc took it; False on another C library."""
-    name = ctypes.util.find_library("c")
     try:
-        libc = ctypes.CDLL(name)
-        return bool(libc.mallopt(M_MMAP_THRESHOLD, int(threshold)))
-    except (OSError, AttributeError, TypeError):
+        return bool(ctypes.CDLL(None).mallopt(M_MMAP_THRESHOLD, int(threshold)))
+    except AttributeError:
         return False
 
 
