@@ -20,17 +20,26 @@ from .server import ViewError
 
 
 
+CALL_TIMEOUT = 60.0         # s for the run to answer a control (it waits at most CONTROL_WAIT)
+
+
 class RemoteSession:
     """The run's Session as the view's controls use it, each call answered by the run."""
 
     def __init__(self, conn):
         self._conn = conn
         self._lock = threading.Lock()       # one call at a time: an answer follows its call
+        self._broken = False
         self.sim = _RemoteSim(self)
 
     def call(self, name, *args):
         with self._lock:
+            if self._broken:
+                raise ConnectionError("the run did not answer an earlier call from the view")
             self._conn.send((name, args))
+            if not self._conn.poll(CALL_TIMEOUT):
+                self._broken = True         # a late answer would answer the next call
+                raise TimeoutError(f"the run did not answer {name} within {CALL_TIMEOUT:g} s")
             kind, value = self._conn.recv()
         if kind == "error":
             raise value
@@ -107,10 +116,7 @@ def main(argv):
     readings = {}           # the newest reading of each sensor (a frame brings the new ones)
     try:
         while True:
-            try:
-                message = recv_parts(frames)
-            except (EOFError, OSError):
-                break       # the run ended (or was killed)
+            message = recv_parts(frames)
             kind = message[0]
             if kind == "frame":
                 snap = message[1]
@@ -123,8 +129,8 @@ def main(argv):
                 _, world, first = message
                 readings.update(first.readings)
                 view.attach(session, world, first)
-            elif kind == "close":
-                break
+    except (EOFError, OSError, TimeoutError):
+        pass            # the run ended (or was killed) or stopped answering: so does the view
     finally:
         view.close()
     return 0

@@ -66,6 +66,15 @@ def recv_parts(conn):
     return pickle.loads(data[4:], buffers=[conn.recv_bytes() for _ in range(n)])
 
 
+def _shut(conn):
+    """Both directions of conn's socket ended: the other end reads EOF, a blocked write here
+    returns with an error."""
+    try:
+        socket.socket(fileno=os.dup(conn.fileno())).shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
 class ViewProcess:
     """The browser view of a running Session, served by a child process bound to (host, port)
     at construction (ViewError when it cannot be)."""
@@ -109,23 +118,26 @@ class ViewProcess:
         deadline = time.monotonic() + START_TIMEOUT
         while True:
             if not self._control.poll(max(0.0, deadline - time.monotonic())):
-                self._end_process()
-                self._control.close()
+                self._abandon()
                 raise ViewError(f"the view's process did not start within {START_TIMEOUT:g} s")
             try:
                 kind, value = self._control.recv()
             except EOFError:
-                self._end_process()
-                self._control.close()
+                self._abandon()
                 raise ViewError(f"the view's process ended at start (exit code {self.process.poll()})") from None
             if kind == "log":
                 self.log(value)
             elif kind == "error":
-                self._end_process()
-                self._control.close()
+                self._abandon()
                 raise ViewError(value)
             elif kind == "ready":
                 return
+
+    def _abandon(self):
+        self._closed = True
+        self._frames.close()
+        self._end_process()
+        self._control.close()
 
     @property
     def pid(self):
@@ -163,21 +175,21 @@ class ViewProcess:
         self.session.between_steps(lambda: self._put(Snapshot(self.session.sim, self._world_version, whole=True)))
 
     def close(self):
-        """The view's process asked to end (its browsers see the run end), then ended; once."""
+        """The view's process ended (it reads the end of its socket, its browsers see the run
+        end; killed after CLOSE_TIMEOUT), the threads here joined; once, never blocking longer."""
         if self._closed:
             return
         self._closed = True
         self._stop.set()
         self._wake.set()
+        _shut(self._frames)         # (a sender blocked writing returns at once)
         if self._sender is not None:
             self._sender.join(timeout=CLOSE_TIMEOUT)
-        try:
-            send_parts(self._frames, ("close",))
-        except OSError:
-            pass
-        self._end_process()         # (the calls' thread then reads the end of its socket)
+        self._end_process()
+        _shut(self._control)        # the calls' thread reads the end of its socket
         if self._answerer is not None:
             self._answerer.join(timeout=CLOSE_TIMEOUT)
+        self._frames.close()
         self._control.close()
 
     def _end_process(self):
@@ -186,7 +198,6 @@ class ViewProcess:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
-        self._frames.close()
 
     def _put(self, snap):
         with self._mailbox:
@@ -229,11 +240,13 @@ class ViewProcess:
         return new
 
     def _answer_loop(self):
-        """The view's controls: a call on the Session, answered with its value or its error."""
-        while not self._stop.is_set():
+        """The view's controls: a call on the Session, answered with its value or its error,
+        until the view's process is gone (a view still building its page when the run ends
+        waits for no answer that never comes)."""
+        while True:
             try:
                 kind, value = self._control.recv()
-            except (EOFError, OSError) as e:
+            except Exception as e:          # EOF, a closed socket, a message cut short
                 self._gone(e)
                 return
             if kind == "log":

@@ -157,3 +157,15 @@ def test_a_push_on_the_page_reaches_the_run_with_its_values(page):
     press(driver, "Push")
     wait_for(lambda: session._wrenches, "the push to reach the session")
     assert session._wrenches[0][1] == "WAIST" and session._wrenches[0][2][1] == 300.0
+
+
+def test_a_run_closed_while_the_view_builds_its_page_closes_at_once():
+    """The run ends (a SIGTERM at start) while the view's process still builds its page and
+    asks the run for its state: nothing waits for an answer that never comes."""
+    from mbsim_ros.view.process import CLOSE_TIMEOUT, ViewProcess
+    view = ViewProcess(port=free_port())
+    session = bundled_session([view])
+    started = time.monotonic()
+    session.close()
+    assert time.monotonic() - started < 3 * CLOSE_TIMEOUT
+    assert view.process.poll() is not None
