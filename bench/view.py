@@ -2,18 +2,19 @@
 without the view and with the view and one browser connected (headless Chromium, WebGL in
 SwiftShader), side by side in one process, alternating:
 
-    python bench/view.py [--seconds S] [--rounds N]
+    python bench/view.py [--seconds S] [--rounds N] [--realtime-priority P]
 
 Prints, for each configuration, the median over its rounds of
-- rtf 1: the achieved real-time factor and the step lateness p50 / p99 / max;
+- rtf 1: the achieved real-time factor and the step lateness p50 / p99 / max (per round, and
+  over every step of every round pooled: the steadier figure);
 - rtf 0: steps per wall second;
-and the view's own CPU per wall second: its thread (snapshots to scene messages) and viser's
-server thread (serializing and sending them), read with time.thread_time and /proc. The
-browser's own rendering runs in other processes and is reported beside (its CPU per second).
+and the view's own CPU per wall second: its process (view/child.py: scene messages, viser's
+server) and the run's thread that writes snapshots to it, read from /proc and time.thread_time.
+The browser's own rendering runs in other processes and is reported beside (its CPU per second).
 
 The browser draws WebGL in software here (SwiftShader: most of a core), where a user's browser
 draws on a GPU or on another machine. By default it is therefore held to the last core and this
-process (physics, view, viser) to the others, in both configurations, so the comparison measures
+process (physics) and the view's process to the others, in both configurations, so the comparison measures
 the view and not a software renderer competing for the simulation's core; --share-cores lets the
 browser run anywhere (the measure of a machine that also renders in software).
 """
@@ -24,14 +25,9 @@ import sys
 import time
 import warnings
 
+import numpy as np
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "test", "view"))
-
-
-def thread_cpu(native_id):
-    """CPU seconds of one thread of this process (utime + stime from /proc)."""
-    with open(f"/proc/self/task/{native_id}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def process_cpu(pids):
@@ -76,23 +72,33 @@ def browser_pids(driver):
     return sorted(tree)
 
 
-def one_run(rtf, seconds):
-    """The run without the view."""
+def session_for(rtf, seconds, priority, listeners=()):
+    """The bundled world's Session, its lateness kept for every step of the run."""
     from mbsim_ros.run import Session, load_config, load_world, build_simulation
-    config = load_config(None, {"real_time_factor": rtf})
+    config = load_config(None, {"real_time_factor": rtf, "realtime_priority": priority})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         models, _ = load_world(config)
         sim = build_simulation(models, config)
-    session = Session(sim, config)
+    steps = int(round(seconds / sim.dt)) + 1
+    return Session(sim, config, listeners=list(listeners), jitter_window=steps)
+
+
+def measured(session, seconds):
+    w0 = time.monotonic()
+    stats = session.run(seconds)
+    wall = time.monotonic() - w0
+    return dict(rtf=stats["rtf"], p50=stats["lateness_p50_ms"], p99=stats["lateness_p99_ms"],
+                max=stats["lateness_max_ms"], steps_per_s=stats["steps"] / wall), session.runner.lateness()
+
+
+def one_run(rtf, seconds, priority):
+    """The run without the view."""
+    session = session_for(rtf, seconds, priority)
     try:
-        w0 = time.monotonic()
-        stats = session.run(seconds)
-        wall = time.monotonic() - w0
+        return measured(session, seconds)
     finally:
         session.close()
-    return dict(rtf=stats["rtf"], p50=stats["lateness_p50_ms"], p99=stats["lateness_p99_ms"],
-                max=stats["lateness_max_ms"], steps_per_s=stats["steps"] / wall)
 
 
 def main():
@@ -100,6 +106,8 @@ def main():
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--port", type=int, default=18765)
+    parser.add_argument("--realtime-priority", type=int, default=0, metavar="P",
+                        help="the physics thread under SCHED_FIFO at P in both configurations (docs/real-time.md)")
     parser.add_argument("--share-cores", action="store_true",
                         help="the browser on any core (default: on the last core, this process on the others)")
     args = parser.parse_args()
@@ -108,68 +116,68 @@ def main():
     if split:
         pin([os.getpid()], split[0])
     from browser import browser, wait_for
-    from mbsim_ros.view.live import LiveView
+    from mbsim_ros.view.process import ViewProcess
 
-    results = {}
+    results, lateness = {}, {}
     load_before = os.getloadavg()[0]
     for rnd in range(args.rounds):
         for with_view in (False, True):
             for rtf in (1.0, 0.0):
                 if with_view:
-                    r = run_with_browser(LiveView(port=args.port), rtf, args.seconds, browser, wait_for,
-                                         split and split[1])
+                    r, late = run_with_browser(ViewProcess(port=args.port), rtf, args.seconds, browser, wait_for,
+                                               split and split[1], args.realtime_priority)
                 else:
-                    r = one_run(rtf, args.seconds)
+                    r, late = one_run(rtf, args.seconds, args.realtime_priority)
                 results.setdefault((with_view, rtf), []).append(r)
+                lateness.setdefault((with_view, rtf), []).append(late)
                 print(f"round {rnd + 1} {'view + browser' if with_view else 'no view':15} rtf {rtf:g}: "
                       + ", ".join(f"{k} {v:.4g}" for k, v in r.items()), flush=True)
     med = {k: {f: statistics.median(r[f] for r in v) for f in v[0]} for k, v in results.items()}
     load = os.getloadavg()[0]
     where = (f"the browser on core {cores[-1]}, this process on {sorted(split[0])}" if split
              else "the browser and this process on any core")
+    fifo = f"SCHED_FIFO {args.realtime_priority}" if args.realtime_priority else "normal priority"
     print(f"\nmedian of {args.rounds} rounds of {args.seconds:g} s, machine load {load_before:.1f} before, "
-          f"{load:.1f} after ({os.cpu_count()} cores; {where}):")
+          f"{load:.1f} after ({os.cpu_count()} cores; {where}; the physics thread at {fifo}):")
     a, b = med[(False, 1.0)], med[(True, 1.0)]
     print(f"  rtf 1 lateness p50/p99/max ms: no view {a['p50']:.3f}/{a['p99']:.3f}/{a['max']:.2f}, "
           f"view + browser {b['p50']:.3f}/{b['p99']:.3f}/{b['max']:.2f}; achieved rtf {a['rtf']:.3f} vs {b['rtf']:.3f}")
+    pooled = {k: np.concatenate(lateness[(k, 1.0)]) * 1e3 for k in (False, True)}
+    p = {k: np.percentile(v, [50, 99, 99.9]) for k, v in pooled.items()}
+    print(f"  rtf 1 lateness over every step of the {args.rounds} rounds pooled, p50/p99/p99.9 ms: "
+          f"no view {p[False][0]:.3f}/{p[False][1]:.3f}/{p[False][2]:.2f}, view + browser "
+          f"{p[True][0]:.3f}/{p[True][1]:.3f}/{p[True][2]:.2f} (p99 ratio {p[True][1] / p[False][1]:.3f})")
     a0, b0 = med[(False, 0.0)], med[(True, 0.0)]
     print(f"  rtf 0 steps per second: no view {a0['steps_per_s']:.0f}, view + browser {b0['steps_per_s']:.0f} "
           f"(ratio {b0['steps_per_s'] / a0['steps_per_s']:.3f})")
-    print(f"  the view's own CPU per second: its thread {b['view_cpu']:.3f} s + viser's server thread "
-          f"{b['server_cpu']:.3f} s at rtf 1; {b0['view_cpu']:.3f} + {b0['server_cpu']:.3f} s at rtf 0; "
+    print(f"  the view's own CPU per second: its process {b['view_cpu']:.3f} s + the run's sender thread "
+          f"{b['sender_cpu']:.3f} s at rtf 1; {b0['view_cpu']:.3f} + {b0['sender_cpu']:.3f} s at rtf 0; "
           f"the browser (SwiftShader) {b['browser_cpu']:.2f} s")
 
 
-def run_with_browser(view, rtf, seconds, browser, wait_for, browser_cores=None):
-    """The run with `view` as its listener and a browser showing it, connected before it starts
-    (its processes held to browser_cores when given)."""
-    from mbsim_ros.run import Session, load_config, load_world, build_simulation
-    config = load_config(None, {"real_time_factor": rtf})
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        models, _ = load_world(config)
-        sim = build_simulation(models, config)
-    session = Session(sim, config, listeners=[view])
+def run_with_browser(view, rtf, seconds, browser, wait_for, browser_cores=None, priority=0):
+    """The run with `view` (a ViewProcess) as its listener and a browser showing it, connected
+    before it starts (the browser's processes held to browser_cores when given)."""
+    from browser import button
+    session = session_for(rtf, seconds, priority, [view])
     driver = browser()
     try:
         driver.get(view.url)
-        wait_for(lambda: len(view.server.get_clients()) == 1, "the browser to connect")
+        wait_for(lambda: button(driver, "Pause") or button(driver, "Play"), "the page's panel")
         if browser_cores:
             pin(browser_pids(driver), browser_cores)
         time.sleep(5.0)             # the page built and drawing
-        server_thread = view.server._websock_server._server_thread.native_id
-        cpu0 = (view.cpu_seconds, thread_cpu(server_thread))
+        cpu0 = (process_cpu([view.pid]), view.sender_cpu_seconds)
         chrome = browser_pids(driver)
         if browser_cores:
             pin(chrome, browser_cores)      # (and any it started meanwhile)
         b0, w0 = process_cpu(chrome), time.monotonic()
-        stats = session.run(seconds)
+        r, late = measured(session, seconds)
         wall = time.monotonic() - w0
-        return dict(rtf=stats["rtf"], p50=stats["lateness_p50_ms"], p99=stats["lateness_p99_ms"],
-                    max=stats["lateness_max_ms"], steps_per_s=stats["steps"] / wall,
-                    browser_cpu=(process_cpu(chrome) - b0) / wall,
-                    view_cpu=(view.cpu_seconds - cpu0[0]) / wall,
-                    server_cpu=(thread_cpu(server_thread) - cpu0[1]) / wall, dropped=view.frames_dropped)
+        r.update(browser_cpu=(process_cpu(chrome) - b0) / wall,
+                 view_cpu=(process_cpu([view.pid]) - cpu0[0]) / wall,
+                 sender_cpu=(view.sender_cpu_seconds - cpu0[1]) / wall, dropped=view.frames_dropped)
+        return r, late
     finally:
         session.close()
         driver.quit()

@@ -71,8 +71,8 @@ def cmd_run(args):
         raise OSError(f"--bag {args.bag}: already exists (rosbag2 refuses to overwrite a bag too)")
     view = None
     if args.view:       # bound first: a port in use ends the run before anything is loaded
-        from .view.live import LiveView
-        view = LiveView(args.view_host, args.view_port, log=lambda text: print(f"warning: {text}", file=sys.stderr))
+        from .view.process import ViewProcess
+        view = ViewProcess(args.view_host, args.view_port, log=lambda text: print(f"warning: {text}", file=sys.stderr))
         print(f"view: {view.url} (open it in a browser{'' if config.duration else '; the run goes on until Ctrl-C'})",
               flush=True)
     try:
@@ -219,8 +219,8 @@ def sim_node(args=None):
 def _node_view(values, log):
     if not values.get("view"):
         return []
-    from .view.live import LiveView
-    view = LiveView(values["view_host"], values["view_port"], log=log.warning)
+    from .view.process import ViewProcess
+    view = ViewProcess(values["view_host"], values["view_port"], log=log.warning)
     log.info(f"view: {view.url} (open it in a browser)")
     return [view]
 

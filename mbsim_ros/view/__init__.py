@@ -5,6 +5,8 @@
                built once from the Models, then moved each frame from link poses (arrays)
     live.py    LiveView: a Session listener that snapshots the running simulation in on_step
                and pushes it to the browsers from a thread of its own, with the controls
+    process.py ViewProcess: the same view served from a process of its own (child.py), so that
+               it never holds the run's interpreter lock: what `mbsim run --view` and the node use
 
 scene.py knows nothing of a running Session, so a recorded bag's replay draws with it too.
 """

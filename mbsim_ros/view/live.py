@@ -131,20 +131,23 @@ class LiveView:
 
     # -- the listener ----------------------------------------------------------------------
     def start(self, session):
+        self.attach(session, World(session.sim, 0), Snapshot(session.sim, 0, self.show_contacts, self.show_sensors))
+
+    def attach(self, session, world, first):
+        """Show `world` from its first Snapshot on, with `session`'s controls (start, or the
+        view's own process with a proxy of the run's Session)."""
         self.session = session
-        sim = session.sim
-        self.world = World(sim, 0)
-        self.scene = WorldScene(self.server.scene, self.world.links, self.world.sensors)
+        self.world = world
+        self.scene = WorldScene(self.server.scene, world.links, world.sensors)
         light(self.server.scene)
-        R, p = sim.link_poses()
-        eye, target = initial_camera(self.world.models, [n for n, _ in self.world.links], R, p)
+        eye, target = initial_camera(world.models, [n for n, _ in world.links], first.link_R, first.link_p)
         camera = self.server.initial_camera
         camera.fov, camera.look_at, camera.position = FOV, tuple(target), tuple(eye)
         self.server.scene.add_grid("/ground_grid", width=20.0, height=20.0, cell_size=0.5,
                                    section_size=1.0, position=(0.0, 0.0, 0.001))
         self.panel = Panel(self.server, self)
-        self.panel.build(self.world, session)
-        self._put(Snapshot(sim, 0, self.show_contacts, self.show_sensors))
+        self.panel.build(world, session)
+        self._put(first)
         self._thread = threading.Thread(target=self._loop, name="mbsim view", daemon=True)
         self._thread.start()
 
@@ -159,9 +162,14 @@ class LiveView:
         self._put(Snapshot(sim, self._world_version, self.show_contacts, self.show_sensors))
 
     def on_world_changed(self, sim):
-        self._world_version += 1
-        self._pending_world = World(sim, self._world_version)       # the view thread rebuilds
+        self.world_arrived(World(sim, self._world_version + 1))
         self._put(Snapshot(sim, self._world_version, self.show_contacts, self.show_sensors))
+
+    def world_arrived(self, world):
+        """The world from here on (its version the next): the view thread rebuilds the scene
+        when a snapshot of it comes."""
+        self._world_version = world.version
+        self._pending_world = world
 
     def refresh(self):
         """One snapshot now, between steps, shown whole (after a control changed the state or

@@ -1,0 +1,171 @@
+"""ViewProcess: the live view served from a process of its own. The page's controls reach the
+run's Session across the processes (a real browser presses them), snapshots cross intact, and
+either process ending leaves the other in order: a killed view never stops the run, a killed
+run never leaves a view process behind."""
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from multiprocessing.connection import Connection
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from browser import button, dismiss_notifications, missing, press, wait_for  # noqa: E402
+from conftest import free_port  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def bundled_session(listeners):
+    from mbsim_ros.run import Session, build_simulation, load_config, load_world
+    config = load_config(None, {"real_time_factor": 1.0})
+    models, _ = load_world(config)
+    return Session(build_simulation(models, config), config, listeners=listeners)
+
+
+def test_snapshot_parts_cross_a_socket_intact():
+    """Arrays go as out-of-band buffers (contiguous, strided, float32, empty), the rest pickled."""
+    from mbsim_ros.view.process import recv_parts, send_parts
+    a, b = socket.socketpair()
+    left, right = Connection(a.detach()), Connection(b.detach())
+    rng = np.random.default_rng(0)
+    big = rng.random((300, 400, 3))
+    obj = dict(big=big, strided=big[::3, ::2, 1], f32=rng.random(7).astype(np.float32),
+               empty=np.zeros((0, 3)), text="WAIST", n=3)
+    import threading
+    sender = threading.Thread(target=send_parts, args=(left, obj))      # larger than a socket buffer
+    sender.start()
+    got = recv_parts(right)
+    sender.join()
+    assert set(got) == set(obj) and got["text"] == "WAIST" and got["n"] == 3
+    for key in ("big", "strided", "f32", "empty"):
+        assert got[key].dtype == obj[key].dtype and np.array_equal(got[key], obj[key]), key
+    left.close()
+    with pytest.raises(EOFError):
+        recv_parts(right)
+
+
+def test_a_killed_view_process_leaves_the_run_going():
+    from mbsim_ros.view.process import ViewProcess
+    lines = []
+    view = ViewProcess(port=free_port(), log=lines.append)
+    session = bundled_session([view])
+    try:
+        session.start()
+        wait_for(lambda: view.frames_sent > 3, "frames to reach the view's process")
+        os.kill(view.pid, signal.SIGKILL)
+        wait_for(lambda: any("its process ended" in line for line in lines), "the run to say the view ended")
+        t0 = session.sim.t
+        wait_for(lambda: session.sim.t > t0 + 0.2, "the run to go on")
+        assert session.running
+    finally:
+        session.stop()
+        session.join()
+        started = time.monotonic()
+        session.close()
+    assert time.monotonic() - started < 30, "closing waited on the dead view"
+    assert view.process.poll() is not None
+
+
+def test_a_killed_run_leaves_no_view_process():
+    """The run's process killed (SIGKILL: nothing of it runs after): the view's process reads
+    the end of its socket and exits."""
+    script = ("import sys; from mbsim_ros.view.process import ViewProcess; "
+              f"v = ViewProcess(port={free_port()}); print(v.pid, flush=True); sys.stdin.read()")
+    run = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE, text=True,
+                           env=dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")))
+    child = int(run.stdout.readline())
+    assert _alive(child)
+    run.kill()
+    run.wait()
+    wait_for(lambda: not _alive(child), "the view's process to exit", timeout=60)
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"     # a zombie has exited
+    except FileNotFoundError:
+        return False
+
+
+def test_a_port_in_use_is_a_view_error_and_no_process():
+    from mbsim_ros.view.process import ViewProcess
+    from mbsim_ros.view.server import ViewError
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(1)
+    try:
+        with pytest.raises(ViewError, match="already in use"):
+            ViewProcess(port=taken.getsockname()[1])
+    finally:
+        taken.close()
+
+
+@pytest.fixture(scope="module")
+def page():
+    if missing() is not None:
+        pytest.skip(str(missing()))
+    from browser import browser
+    from mbsim_ros.view.process import ViewProcess
+    view = ViewProcess(port=free_port())
+    session = bundled_session([view])
+    session.pause()
+    session.start()
+    driver = browser()
+    driver.get(view.url)
+    wait_for(lambda: button(driver, "Play"), "the panel's Play button")
+    dismiss_notifications(driver)
+    yield dict(view=view, session=session, sim=session.sim, driver=driver)
+    driver.quit()
+    session.stop()
+    session.join()
+    session.close()
+
+
+def test_play_and_pause_on_the_page_drive_the_run(page):
+    sim, session, driver = page["sim"], page["session"], page["driver"]
+    press(driver, "Play")
+    wait_for(lambda: not session.paused, "Play to resume the run")
+    t0 = sim.t
+    wait_for(lambda: sim.t > t0 + 0.05, "simulation time to advance")
+    wait_for(lambda: button(driver, "Pause"), "the button to read Pause")
+    press(driver, "Pause")
+    wait_for(lambda: session.paused, "Pause to pause the run")
+    session.pause(wait=True)
+    t1 = sim.t
+    time.sleep(1.0)
+    assert sim.t == t1, "simulation time went on while paused"
+    # the page shows the time it stopped at: the view's process asked the run for it
+    wait_for(lambda: f"t = {t1:.3f} s" in driver.page_source and "(paused)" in driver.page_source,
+             "the page to show the paused time")
+
+
+def test_a_push_on_the_page_reaches_the_run_with_its_values(page):
+    from selenium.webdriver.common.by import By
+    session, driver = page["session"], page["driver"]
+    session.pause(wait=True)
+    force = [e for e in driver.find_elements(By.TAG_NAME, "input")
+             if e.get_attribute("value") == "100" and e.is_displayed()]
+    force[0].clear()
+    force[0].send_keys("300\n")
+    press(driver, "Push")
+    wait_for(lambda: session._wrenches, "the push to reach the session")
+    assert session._wrenches[0][1] == "WAIST" and session._wrenches[0][2][1] == 300.0
+
+
+def test_a_run_closed_while_the_view_builds_its_page_closes_at_once():
+    """The run ends (a SIGTERM at start) while the view's process still builds its page and
+    asks the run for its state: nothing waits for an answer that never comes."""
+    from mbsim_ros.view.process import CLOSE_TIMEOUT, ViewProcess
+    view = ViewProcess(port=free_port())
+    session = bundled_session([view])
+    started = time.monotonic()
+    session.close()
+    assert time.monotonic() - started < 3 * CLOSE_TIMEOUT
+    assert view.process.poll() is not None
