@@ -28,7 +28,7 @@ import threading
 import time
 from multiprocessing.connection import Connection
 
-from .live import RATE, Snapshot, World
+from .live import RATE, LiveView, Snapshot, World
 from .server import DEFAULT_HOST, DEFAULT_PORT, ViewError, check_bind, url
 
 START_TIMEOUT = 120.0       # s for the view's process to import viser and bind (a loaded machine)
@@ -153,15 +153,11 @@ class ViewProcess:
         self._sender.start()
         self._answerer.start()
 
-    def on_step(self, sim):
-        now = time.monotonic()
-        if now < self._due:
-            return
-        self._due = now + self.period
-        self._put(Snapshot(sim, self._world_version))
-
-    def on_reset(self, sim):
-        self._put(Snapshot(sim, self._world_version))
+    # the same rate-limited snapshots as LiveView's (contacts and readings always: the view's
+    # process decides what it shows)
+    show_contacts = show_sensors = True
+    on_step = LiveView.on_step
+    on_reset = LiveView.on_reset
 
     def on_world_changed(self, sim):
         self._world_version += 1
@@ -199,13 +195,7 @@ class ViewProcess:
             self.process.kill()
             self.process.wait()
 
-    def _put(self, snap):
-        with self._mailbox:
-            if self._latest is not None:
-                self.frames_dropped += 1
-            self._latest = snap
-            self.frames_taken += 1
-        self._wake.set()
+    _put = LiveView._put        # the same one-slot mailbox, counting what it replaced
 
     # -- the sender's and the calls' threads -------------------------------------------------
     def _send_loop(self):

@@ -110,3 +110,27 @@ def dismiss_notifications(driver):
     """Close viser's 'software WebGL' notice (it covers the scene's top-left corner)."""
     driver.execute_script("document.querySelectorAll('.mantine-Notification-closeButton, "
                           "button.mantine-Notification-closeButton').forEach(b => b.click());")
+
+
+def play_then_pause(driver, session, sim):
+    """Press Play and see the run's time advance, then Pause and see the run paused."""
+    press(driver, "Play")
+    wait_for(lambda: not session.paused, "Play to resume the run")
+    t0 = sim.t
+    wait_for(lambda: sim.t > t0 + 0.05, "simulation time to advance")
+    wait_for(lambda: button(driver, "Pause"), "the button to read Pause")
+    press(driver, "Pause")
+    wait_for(lambda: session.paused, "Pause to pause the run")
+
+
+def push_300_newtons(driver, session):
+    """The page's Push with its force's y set to 300 N: the push reaches the run on the WAIST
+    (the panel's default link) with that force."""
+    from selenium.webdriver.common.by import By
+    force = [e for e in driver.find_elements(By.TAG_NAME, "input")
+             if e.get_attribute("value") == "100" and e.is_displayed()]
+    force[0].clear()
+    force[0].send_keys("300\n")
+    press(driver, "Push")
+    wait_for(lambda: session._wrenches, "the push to reach the session")
+    assert session._wrenches[0][1] == "WAIST" and session._wrenches[0][2][1] == 300.0

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from browser import (PANEL, button, canvas_size, dismiss_notifications, missing, press, screenshot,  # noqa: E402
-                     wait_for)
+from browser import (PANEL, button, canvas_size, dismiss_notifications, missing, play_then_pause, push_300_newtons,  # noqa: E402
+                     screenshot, wait_for)
 
 pytestmark = pytest.mark.skipif(missing() is not None, reason=str(missing()))
 
@@ -111,13 +111,7 @@ def test_robot_is_drawn_where_the_project_renderer_draws_it(live):
 
 def test_play_and_pause_buttons_start_and_stop_sim_time(live):
     sim, session, driver = live["sim"], live["session"], live["driver"]
-    press(driver, "Play")
-    wait_for(lambda: not session.paused, "Play to resume the run")
-    t0 = sim.t
-    wait_for(lambda: sim.t > t0 + 0.05, "simulation time to advance")
-    wait_for(lambda: button(driver, "Pause"), "the button to read Pause")
-    press(driver, "Pause")
-    wait_for(lambda: session.paused, "Pause to pause the run")
+    play_then_pause(driver, session, sim)
     session.pause(wait=True)   # (already paused: waits until the loop has parked)
     t1 = sim.t
     time.sleep(1.0)
@@ -164,7 +158,6 @@ def _rate(sim, session, seconds):
 def test_push_button_moves_the_pushed_link(live):
     """From the same start, 300 steps with the page's push (300 N along +y on the WAIST for
     0.2 s) end with the WAIST further along +y than 300 steps without it."""
-    from selenium.webdriver.common.by import By
     sim, session, driver = live["sim"], live["session"], live["driver"]
     waist = lambda: sim.link_pose("WAIST")[:3, 3].copy()    # noqa: E731
     session.pause(wait=True)
@@ -173,13 +166,7 @@ def test_push_button_moves_the_pushed_link(live):
     baseline = waist()
     session.reset()
     wait_for(lambda: sim.t == 0.0, "the reset")
-    force = [e for e in driver.find_elements(By.TAG_NAME, "input")
-             if e.get_attribute("value") == "100" and e.is_displayed()]
-    force[0].clear()
-    force[0].send_keys("300\n")
-    press(driver, "Push")
-    wait_for(lambda: session._wrenches, "the push to reach the session")
-    assert session._wrenches[0][1] == "WAIST" and session._wrenches[0][2][1] == 300.0
+    push_300_newtons(driver, session)
     session.step(300, wait=True)
     moved = waist() - baseline
     assert moved[1] > 0.005, f"the WAIST moved {moved} m relative to no push"

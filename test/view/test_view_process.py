@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from browser import button, dismiss_notifications, missing, press, wait_for  # noqa: E402
+from browser import button, dismiss_notifications, missing, play_then_pause, push_300_newtons, wait_for  # noqa: E402
 from conftest import free_port  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -130,13 +130,7 @@ def page():
 
 def test_play_and_pause_on_the_page_drive_the_run(page):
     sim, session, driver = page["sim"], page["session"], page["driver"]
-    press(driver, "Play")
-    wait_for(lambda: not session.paused, "Play to resume the run")
-    t0 = sim.t
-    wait_for(lambda: sim.t > t0 + 0.05, "simulation time to advance")
-    wait_for(lambda: button(driver, "Pause"), "the button to read Pause")
-    press(driver, "Pause")
-    wait_for(lambda: session.paused, "Pause to pause the run")
+    play_then_pause(driver, session, sim)
     session.pause(wait=True)
     t1 = sim.t
     time.sleep(1.0)
@@ -147,16 +141,9 @@ def test_play_and_pause_on_the_page_drive_the_run(page):
 
 
 def test_a_push_on_the_page_reaches_the_run_with_its_values(page):
-    from selenium.webdriver.common.by import By
     session, driver = page["session"], page["driver"]
     session.pause(wait=True)
-    force = [e for e in driver.find_elements(By.TAG_NAME, "input")
-             if e.get_attribute("value") == "100" and e.is_displayed()]
-    force[0].clear()
-    force[0].send_keys("300\n")
-    press(driver, "Push")
-    wait_for(lambda: session._wrenches, "the push to reach the session")
-    assert session._wrenches[0][1] == "WAIST" and session._wrenches[0][2][1] == 300.0
+    push_300_newtons(driver, session)
 
 
 def test_a_run_closed_while_the_view_builds_its_page_closes_at_once():
