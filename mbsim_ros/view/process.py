@@ -10,9 +10,9 @@ another thread of its process holds it: in-process, the view showed in the run's
 Here the run's side is what LiveView's is in the physics thread (a Snapshot copied at most
 `rate` times a second into a one-slot mailbox) and one sender thread, which writes each
 snapshot's arrays to a socket without holding the lock (pickle protocol 5, out-of-band buffers;
-a sensor's reading only when it is new). The view's process (view/child.py, at a lower
-scheduling priority) runs the same LiveView, whose controls come back over a second socket as
-calls on this process's Session, answered by a thread here.
+a sensor's reading only when it is new, a camera's at most at the panel's image rate). The
+view's process (view/child.py, under SCHED_IDLE) runs the same LiveView, whose controls come
+back over a second socket as calls on this process's Session, answered by a thread here.
 
 A view process that ends (killed, crashed) ends nothing else: the run goes on, one line says so.
 """
@@ -29,6 +29,7 @@ import time
 from multiprocessing.connection import Connection
 
 from .live import RATE, LiveView, Snapshot, World
+from .panel import PANEL_RATE
 from .server import DEFAULT_HOST, DEFAULT_PORT, ViewError, check_bind, url
 
 START_TIMEOUT = 120.0       # s for the view's process to import viser and bind (a loaded machine)
@@ -97,6 +98,7 @@ class ViewProcess:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._sent = {}                         # reading name -> the reading last sent
+        self._images_due = 0.0
         self._sender = self._answerer = None
         self._closed = False
         frames, frames_child = socket.socketpair()
@@ -214,7 +216,7 @@ class ViewProcess:
                 for world in worlds:
                     send_parts(self._frames, ("world", world))
                 if snap is not None:
-                    snap.readings = self._new_readings(snap.readings)
+                    snap.readings = self._new_readings(snap.readings, snap.whole)
                     send_parts(self._frames, ("frame", snap))
                     self.frames_sent += 1
             except OSError as e:        # the view's process is gone: the run goes on without it
@@ -222,10 +224,21 @@ class ViewProcess:
                 return
             self.sender_cpu_seconds += time.thread_time() - t0
 
-    def _new_readings(self, readings):
+    def _new_readings(self, readings, whole):
         """The readings not sent yet (devices replace a reading, never change it: the view's
-        process keeps the others)."""
-        new = {name: r for name, r in readings.items() if self._sent.get(name) is not r}
+        process keeps the others); a camera's images at most at the panel's image rate (the
+        page shows them no faster), every new one in a whole snapshot."""
+        now = time.monotonic()
+        images_due = whole or now >= self._images_due
+        new = {}
+        for name, reading in readings.items():
+            if self._sent.get(name) is reading:
+                continue
+            if hasattr(reading.values, "color"):
+                if not images_due:
+                    continue
+                self._images_due = now + 1.0 / PANEL_RATE
+            new[name] = reading
         self._sent.update(new)
         return new
 

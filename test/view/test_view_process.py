@@ -156,3 +156,33 @@ def test_a_run_closed_while_the_view_builds_its_page_closes_at_once():
     session.close()
     assert time.monotonic() - started < 3 * CLOSE_TIMEOUT
     assert view.process.poll() is not None
+
+
+IMAGE_MEANS = """
+return [...document.querySelectorAll('img')].filter(i => i.complete && i.naturalWidth > 0).map(i => {
+  const c = document.createElement('canvas');
+  c.width = i.naturalWidth; c.height = i.naturalHeight;
+  const x = c.getContext('2d');
+  x.drawImage(i, 0, 0);
+  const d = x.getImageData(0, 0, c.width, c.height).data;
+  let s = 0;
+  for (let k = 0; k < d.length; k += 4) s += d[k] + d[k + 1] + d[k + 2];
+  return [c.width, c.height, s / (d.length / 4 * 3)];
+});"""
+
+
+def test_the_cameras_frames_reach_the_page(page):
+    """The panel's camera images start black; after steps the page shows the cameras'
+    frames (SR1's cameras see the floor: far from black), sent across from the run."""
+    session, driver = page["session"], page["driver"]
+    camera = next(s for m in page["sim"].models for s in m.sensors if s.name == "LeftCamera")
+    width, height = int(camera.params.get("width", 320)), int(camera.params.get("height", 240))
+    session.pause(wait=True)
+    session.step(200, wait=True)
+    session.resume()
+    time.sleep(1.0)
+    session.pause(wait=True)
+
+    def camera_images():
+        return [m for w, h, m in driver.execute_script(IMAGE_MEANS) if (w, h) == (width, height)]
+    wait_for(lambda: sum(m > 20 for m in camera_images()) >= 2, "the cameras' frames on the page")
