@@ -14,6 +14,7 @@ joints.py (joints as columns), bodies.py (the body tree: links, sites, cameras),
 """
 from __future__ import annotations
 
+import gc
 import os
 
 import numpy as np
@@ -55,12 +56,19 @@ def load_mjcf(path, floating_base: bool = False, keyframe=None, text=None) -> Mo
     whose qpos and qvel become the initial state. floating_base is ignored (MJCF says itself
     which bodies are free)."""
     r = Reader(path)
+    # the load makes thousands of small objects and no reference cycles: the cyclic collector,
+    # which would scan them several times over, waits until it is done
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         return _load(r, text, keyframe)
     except ModelError as exc:       # the Model's own checks name the element, not the file
         if str(exc).startswith(r.path):
             raise
         raise ModelError(f"{r.path}: {exc}") from None
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def _load(r, text, keyframe):

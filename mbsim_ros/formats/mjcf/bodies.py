@@ -172,21 +172,22 @@ def _body(r, model, tree, meshes, node, parent_link, T_parent, cls, counters):
     """A body: its joint chain, link and children. parent_link None: the world."""
     bid = counters["body"]
     counters["body"] += 1
-    name = node.get("name") or f"body{bid}"
+    at = node.attrib
+    name = at.get("name") or f"body{bid}"
     if name in tree.body_link:
         raise r.error(node, f"a body named \"{name}\" already exists")
     # MuJoCo applies a body's class, like its childclass, to everything inside it
-    cls_here = node.get("childclass", node.get("class", cls))
+    cls_here = at.get("childclass", at.get("class", cls))
     if cls_here not in r.classes:
         raise r.error(node, f"childclass=\"{cls_here}\" is not a <default> class")
-    X = compose(T_parent, r.pose(node, node.attrib))
+    X = compose(T_parent, r.pose(node, at))
     joint_nodes = [c for c in node.children if c.tag in ("joint", "freejoint")]
     _chain(r, tree, joint_nodes, name, parent_link, X, cls_here, counters)
     tree.body_link[name] = name
     tree.body_nodes.append((node, name))
-    if node.get("mocap") == "true":
+    if at.get("mocap") == "true":
         r.note(node, "mocap body: welded where it is (nothing moves it)")
-    if node.get("gravcomp") not in (None, "0"):
+    if at.get("gravcomp") not in (None, "0"):
         r.note(node, "gravcomp: gravity compensation is not simulated")
     body = len(tree.bodies)
     tree.bodies.append([node, None])

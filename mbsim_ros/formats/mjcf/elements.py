@@ -139,6 +139,8 @@ def _mj_qpos(j):
 
 
 # -- actuators --------------------------------------------------------------------------
+_TRANSMISSIONS = ("joint", "jointinparent", "tendon", "site", "body", "cranksite")
+_NOT_JOINT = frozenset(_TRANSMISSIONS[1:])
 def _shortcut(p, tag, attrs):
     """MuJoCo's actuator shortcuts as general attributes, over `p` (the class's so far)."""
     p.update({k: v for k, v in attrs.items() if k not in ("kp", "kv", "dampratio", "timeconst")})
@@ -168,10 +170,10 @@ def _actuators(r, root, model, joints):
             if node.tag not in ACTUATOR_TAGS:
                 r.note(node, f"unknown actuator <{node.tag}>: ignored")
                 continue
-            cls = node.get("class", "main")
-            if cls not in r.classes:
-                raise r.error(node, f"class=\"{cls}\" is not a <default> class")
+            cls = node.attrib.get("class", "main")
             if cls not in class_defaults:
+                if cls not in r.classes:
+                    raise r.error(node, f"class=\"{cls}\" is not a <default> class")
                 class_defaults[cls] = {}
                 for tag, attrs, _ in r.classes[cls]["actuator"]:
                     _shortcut(class_defaults[cls], tag, attrs)
@@ -191,8 +193,8 @@ def _actuator(r, node, p, joints, index):
     if "_unsupported" in p:
         r.note(node, f"<{p['_unsupported']}> actuators are not simulated")
         return None
-    targets = [k for k in ("joint", "jointinparent", "tendon", "site", "body", "cranksite") if k in p]
-    if targets != ["joint"]:
+    if "joint" not in p or not _NOT_JOINT.isdisjoint(p):
+        targets = [k for k in _TRANSMISSIONS if k in p]
         r.note(node, f"actuator on a {targets[0] if targets else 'nothing'}: only joint transmissions are simulated")
         return None
     joint = joints.get(p["joint"])
@@ -236,7 +238,8 @@ def _actuator(r, node, p, joints, index):
         elif bias[0]:
             r.note(node, "a constant bias force (biasprm[0]) without a stiffness is not simulated")
         joint.stiffness[0] = k
-    joint.damping[0] += d_servo
+    if d_servo:
+        joint.damping[0] += d_servo
     return Actuator(name, "coordinate", gain=gear * gain, min_control=lo, max_control=hi, dof=joint.name)
 
 
