@@ -113,6 +113,8 @@ def _gravity(r, root):
                 elif value == "disable" and key in ("contact", "constraint", "limit", "equality",
                                                    "frictionloss", "passive", "spring", "damper"):
                     r.note(flag, f"{key}=\"disable\" is not applied: the simulation keeps its {key} forces")
+                elif key == "sleep" and value == "enable":
+                    r.note(flag, "sleep=\"enable\" is not applied: no body sleeps, every pair of bodies keeps colliding")
                 elif key == "filterparent" and value == "disable":
                     r.note(flag, "filterparent=\"disable\" is not applied: a body and its parent never collide")
     return g

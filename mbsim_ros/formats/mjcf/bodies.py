@@ -163,6 +163,7 @@ def _container_child(r, model, tree, meshes, node, link_name, T, cls, link, body
         return False
     if tag in ("composite", "flexcomp", "plugin", "attach", "replicate"):
         r.note(node, f"<{tag}> is not supported: left out")
+        r.left_out.add(tag)
         return False
     r.note(node, f"unknown element <{tag}> in a body: ignored")
     return False
@@ -222,7 +223,7 @@ def _chain(r, tree, joint_nodes, name, parent_link, X, cls, counters):
             if parent_link is not None or len(joint_nodes) > 1:
                 raise r.error(jn, "a free joint must be the only joint of a body in the world body")
             q0 = (*X[:3, 3].tolist(), *matrix_to_quat(X[:3, :3]).tolist())
-            joint = (jname, kind, EYE4, EYE4, joint[4], q0, joint[6])
+            joint = (jname, kind, EYE4, EYE4, joint[4], q0, joint[6], joint[7])
         last = k == len(joint_nodes) - 1
         child = name if last else f"{name}_{jname}"
         if not last:

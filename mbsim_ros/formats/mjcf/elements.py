@@ -163,6 +163,7 @@ def _shortcut(p, tag, attrs):
 
 def _actuators(r, root, model, joints):
     r.mapped_actuators, r.unmapped_actuators = [], 0
+    r.clamped_joints = set()      # joints whose actuatorfrcrange an actuator's control clamp carries
     index = 0
     class_defaults = {}       # class -> its actuator defaults as general attributes (one class serves many)
     for section in root.each("actuator"):
@@ -229,6 +230,16 @@ def _actuator(r, node, p, joints, index):
             r.note(node, "forcerange on a servo is not applied")
         elif gain > 0:      # a motor's force clamp is a control clamp
             lo, hi = max(lo, flo / gain), min(hi, fhi / gain)
+    frc = joint.params.get("actuatorfrcrange")
+    if frc is not None:     # MuJoCo clamps the joint's actuator force (gear * force): for a motor alone
+        k = gear * gain     # on its joint, a control clamp
+        if any(bias) or not k or joint.name in r.clamped_joints:
+            r.note(node, f"the actuatorfrcrange of joint {joint.name!r} is not applied to this actuator "
+                         "(a servo's bias or a second actuator on the joint)")
+        else:
+            flo, fhi = frc[0] / k, frc[1] / k
+            lo, hi = max(lo, min(flo, fhi)), min(hi, max(flo, fhi))
+            r.clamped_joints.add(joint.name)
     # the bias: -b1 gear^2 stiffness, -b2 gear^2 damping, b0 gear a constant force
     k_servo, d_servo = -bias[1] * gear * gear, -bias[2] * gear * gear
     if k_servo or bias[0]:
@@ -295,7 +306,10 @@ def _equality(r, root, model, tree, joints, poses, tendons):
                 continue
             name = a.get("name") or f"equality{len(model.constraints) + len(model.couplers)}"
             if node.tag in ("connect", "weld"):
-                _loop(r, node, a, name, model, tree, poses)
+                try:
+                    _loop(r, node, a, name, model, tree, poses)
+                except _MadeByLeftOut as e:
+                    r.note(node, str(e))
             elif node.tag == "joint":
                 _joint_coupler(r, node, a, name, model, joints)
             elif node.tag == "tendon":
@@ -304,10 +318,18 @@ def _equality(r, root, model, tree, joints, poses, tendons):
                 r.note(node, f"<equality><{node.tag}> is not simulated")
 
 
+class _MadeByLeftOut(Exception):
+    """A name no body has, in a model whose generators (<flexcomp>, <replicate>...) were left
+    out: most likely one of theirs, so what names it is left out too, with a note."""
+
+
 def _body_link(r, node, tree, name):
     if name is None or name == "world":
         return None
     if name not in tree.body_link:
+        if r.left_out:
+            raise _MadeByLeftOut(f"body \"{name}\" is not in the model (the <{'>, <'.join(sorted(r.left_out))}> "
+                                 "left out would make it?): left out")
         raise r.error(node, f"\"{name}\": expected the name of a <body>")
     return tree.body_link[name]
 

@@ -36,8 +36,8 @@ class JointColumns:
 
     def add(self, joint, parent, child):
         """A joint read_joint read; its q0, for a free joint, is where its body starts."""
-        name, kind, origin, child_pose, axis, q0, numbers = joint
-        self.rows.append((name, JOINT_TYPES[kind], parent, child, origin, child_pose, axis, {"mjcf_type": kind}))
+        name, kind, origin, child_pose, axis, q0, numbers, params = joint
+        self.rows.append((name, JOINT_TYPES[kind], parent, child, origin, child_pose, axis, params))
         self.q0.extend(q0)
         if kind in ("hinge", "slide"):
             self.dofs.append(numbers)
@@ -55,9 +55,10 @@ class JointColumns:
 
 
 def read_joint(r, node, cls, jid, X):
-    """(name, MJCF type, origin, child_pose, axis, q0, per-DOF numbers) of a <joint> or
+    """(name, MJCF type, origin, child_pose, axis, q0, per-DOF numbers, params) of a <joint> or
     <freejoint> whose body sits at X in the chain's parent frame; a free joint's q0 is left to
-    its body (JointColumns.add's caller)."""
+    its body (JointColumns.add's caller). params: the MJCF type, and the actuatorfrcrange (lower,
+    upper) MuJoCo clamps the joint's actuator force to (the effort limit is the larger bound)."""
     free = node.tag == "freejoint"
     a = node.attrib if free else r.attrs(node, "joint", cls)
     kind = "free" if free else r.choice(node, a, "type", ("hinge", "slide", "ball", "free"), "hinge")
@@ -104,11 +105,13 @@ def read_joint(r, node, cls, jid, X):
             else:
                 lower, upper = rng
     effort = inf
+    params = {"mjcf_type": kind}
     if "actuatorfrcrange" in a and a.get("actuatorfrclimited", "auto") != "false" and one_axis:
         fr = r.numbers(node, a, "actuatorfrcrange", 2)
         effort = max(abs(fr[0]), abs(fr[1]))
+        params["actuatorfrcrange"] = tuple(fr)
     numbers = (lower, upper, effort, r.number(node, a, "damping", 0.0), stiffness if one_axis else 0.0,
                springref if one_axis else 0.0, r.number(node, a, "frictionloss", 0.0),
                r.number(node, a, "armature", 0.0))
     q0 = (ref,) if one_axis else (0.0, 0.0, 0.0, 1.0) if kind == "ball" else None
-    return name, kind, origin, child_pose, axis, q0, numbers
+    return name, kind, origin, child_pose, axis, q0, numbers, params

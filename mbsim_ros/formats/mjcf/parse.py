@@ -213,6 +213,8 @@ class Reader:
         self.classes = {}        # class name -> {kind: {attr: value}, "actuator": [(tag, attrs)]}
         self.notes = []          # (node, message) for what is read but not simulated
         self.skipped_geoms = set()   # names of geoms left out (types not simulated)
+        self.unbuilt_meshes = set()  # names of meshes a plugin or builtin= makes (not built here)
+        self.left_out = set()        # tags of the generators left out (<flexcomp>...): what they name is unknown
         self._parsed = {}        # attribute text -> its finite numbers (classes repeat the same texts)
 
     # -- messages ----------------------------------------------------------------------
