@@ -166,21 +166,29 @@ def _actuators(r, root, model, joints):
     r.clamped_joints = set()      # joints whose actuatorfrcrange an actuator's control clamp carries
     index = 0
     class_defaults = {}       # class -> its actuator defaults as general attributes (one class serves many)
+    laws = {}                 # (class, tag, attributes but name and joint) -> _Law (robots repeat a few)
     for section in root.each("actuator"):
         for node in section.children:
             if node.tag not in ACTUATOR_TAGS:
                 r.note(node, f"unknown actuator <{node.tag}>: ignored")
                 continue
-            cls = node.attrib.get("class", "main")
+            attrib = node.attrib
+            cls = attrib.get("class", "main")
             if cls not in class_defaults:
                 if cls not in r.classes:
                     raise r.error(node, f"class=\"{cls}\" is not a <default> class")
                 class_defaults[cls] = {}
                 for tag, attrs, _ in r.classes[cls]["actuator"]:
                     _shortcut(class_defaults[cls], tag, attrs)
-            p = dict(class_defaults[cls])
-            _shortcut(p, node.tag, node.attrib)
-            actuator = _actuator(r, node, p, joints, index)
+            key = (cls, node.tag, *(kv for kv in attrib.items() if kv[0] not in _OWN))
+            law = laws.get(key)
+            if law is None:
+                p = dict(class_defaults[cls])
+                _shortcut(p, node.tag, attrib)
+                law = laws[key] = _Law(r, node, p)
+            defaults = class_defaults[cls]
+            name = attrib.get("name") or defaults.get("name") or f"actuator{index}"
+            actuator = _actuator(r, node, law, attrib.get("joint", defaults.get("joint")), name, joints)
             if actuator is None:
                 r.unmapped_actuators += 1
             else:
@@ -189,47 +197,72 @@ def _actuators(r, root, model, joints):
             index += 1
 
 
-def _actuator(r, node, p, joints, index):
-    name = p.get("name") or f"actuator{index}"
-    if "_unsupported" in p:
-        r.note(node, f"<{p['_unsupported']}> actuators are not simulated")
+_OWN = ("name", "joint")       # an actuator's attributes that are its own, not its force law's
+
+
+class _Law:
+    """What an actuator's attributes (over its class's) say of its force, apart from its joint:
+    gear, gain, bias (b0, b1, b2), control range, or why it is not simulated; the notes and the
+    error of its element, given again for each element of the same attributes."""
+
+    def __init__(self, r, node, p):
+        self.skip = self.error = None        # (when, note): "transmission" or "gain"; an error's text
+        self.notes = []
+        if "_unsupported" in p:
+            self.skip = ("transmission", f"<{p['_unsupported']}> actuators are not simulated")
+            return
+        if "joint" not in p or not _NOT_JOINT.isdisjoint(p):
+            targets = [k for k in _TRANSMISSIONS if k in p]
+            self.skip = ("transmission", f"actuator on a {targets[0] if targets else 'nothing'}: only joint "
+                                         "transmissions are simulated")
+            return
+        if p.get("gaintype", "fixed") != "fixed" or p.get("biastype", "none") not in ("none", "affine"):
+            self.skip = ("gain", f"gaintype {p.get('gaintype')} / biastype {p.get('biastype')}: not simulated")
+            return
+        if p.get("dyntype", "none") != "none" or p.get("_timeconst"):
+            self.notes.append("activation dynamics (dyntype, timeconst) are not simulated: the control acts at once")
+        self.gear = r.numbers(node, p, "gear", 6, (1.0,), nmin=1)[0]
+        self.gain = gain = r.numbers(node, p, "gainprm", 10, (1.0,), nmin=1)[0]
+        self.bias = bias = [0.0, 0.0, 0.0]
+        if p.get("biastype", "none") == "affine":
+            b = r.numbers(node, p, "biasprm", 10, (0.0,), nmin=1)[:3]
+            bias[:len(b)] = b
+        if p.get("_dampratio"):
+            self.notes.append("dampratio is not used (kv 0)")
+        lo, hi = -np.inf, np.inf
+        limited = p.get("ctrllimited", "auto")
+        if limited == "true" or (limited == "auto" and r.compiler.autolimits and "ctrlrange" in p):
+            lo, hi = r.numbers(node, p, "ctrlrange", 2)
+            if not lo < hi:
+                self.error = f"ctrlrange=\"{p.get('ctrlrange')}\": expected lower < upper"
+        flimited = p.get("forcelimited", "auto")
+        if flimited == "true" or (flimited == "auto" and r.compiler.autolimits and "forcerange" in p):
+            flo, fhi = r.numbers(node, p, "forcerange", 2)
+            if any(bias):
+                self.notes.append("forcerange on a servo is not applied")
+            elif gain > 0:      # a motor's force clamp is a control clamp
+                lo, hi = max(lo, flo / gain), min(hi, fhi / gain)
+        self.lo, self.hi = lo, hi
+
+
+def _actuator(r, node, law, joint_name, name, joints):
+    if law.skip and law.skip[0] == "transmission":
+        r.note(node, law.skip[1])
         return None
-    if "joint" not in p or not _NOT_JOINT.isdisjoint(p):
-        targets = [k for k in _TRANSMISSIONS if k in p]
-        r.note(node, f"actuator on a {targets[0] if targets else 'nothing'}: only joint transmissions are simulated")
-        return None
-    joint = joints.get(p["joint"])
+    joint = joints.get(joint_name)
     if joint is None:
-        raise r.error(node, f"joint=\"{p['joint']}\": no joint of that name")
+        raise r.error(node, f"joint=\"{joint_name}\": no joint of that name")
     if joint.type not in ("revolute", "prismatic"):
         r.note(node, f"actuator on a {joint.params.get('mjcf_type')} joint: not simulated")
         return None
-    if p.get("gaintype", "fixed") != "fixed" or p.get("biastype", "none") not in ("none", "affine"):
-        r.note(node, f"gaintype {p.get('gaintype')} / biastype {p.get('biastype')}: not simulated")
+    if law.skip:
+        r.note(node, law.skip[1])
         return None
-    if p.get("dyntype", "none") != "none" or p.get("_timeconst"):
-        r.note(node, "activation dynamics (dyntype, timeconst) are not simulated: the control acts at once")
-    gear = r.numbers(node, p, "gear", 6, (1.0,), nmin=1)[0]
-    gain = r.numbers(node, p, "gainprm", 10, (1.0,), nmin=1)[0]
-    bias = [0.0, 0.0, 0.0]
-    if p.get("biastype", "none") == "affine":
-        b = r.numbers(node, p, "biasprm", 10, (0.0,), nmin=1)[:3]
-        bias[:len(b)] = b
-    if p.get("_dampratio"):
-        r.note(node, "dampratio is not used (kv 0)")
-    lo, hi = -np.inf, np.inf
-    limited = p.get("ctrllimited", "auto")
-    if limited == "true" or (limited == "auto" and r.compiler.autolimits and "ctrlrange" in p):
-        lo, hi = r.numbers(node, p, "ctrlrange", 2)
-        if not lo < hi:
-            raise r.error(node, f"ctrlrange=\"{p.get('ctrlrange')}\": expected lower < upper")
-    flimited = p.get("forcelimited", "auto")
-    if flimited == "true" or (flimited == "auto" and r.compiler.autolimits and "forcerange" in p):
-        flo, fhi = r.numbers(node, p, "forcerange", 2)
-        if any(bias):
-            r.note(node, "forcerange on a servo is not applied")
-        elif gain > 0:      # a motor's force clamp is a control clamp
-            lo, hi = max(lo, flo / gain), min(hi, fhi / gain)
+    for message in law.notes:
+        r.note(node, message)
+    if law.error:
+        raise r.error(node, law.error)
+    gear, gain, bias, lo, hi = law.gear, law.gain, law.bias, law.lo, law.hi
     frc = joint.params.get("actuatorfrcrange")
     if frc is not None:     # MuJoCo clamps the joint's actuator force (gear * force): for a motor alone
         k = gear * gain     # on its joint, a control clamp

@@ -119,7 +119,9 @@ class Geom:
 def read_geom(r, node, cls, T_in_body, meshes):
     """The Geom of a <geom> in a frame at T_in_body in its body (None for a type not simulated)."""
     a = r.attrs(node, "geom", cls)
-    kind = r.choice(node, a, "type", GEOM_TYPES, "sphere")
+    kind = a.get("type", "sphere")
+    if kind not in GEOM_TYPES:
+        r.choice(node, a, "type", GEOM_TYPES, "sphere")         # (raises: names the types)
     if kind in ("hfield", "sdf") or (kind == "mesh" and a.get("mesh") in r.unbuilt_meshes):
         why = f"mesh \"{a['mesh']}\" is not built here" if kind == "mesh" else f"type=\"{kind}\" geoms are not supported"
         r.note(node, f"{why}: left out")
@@ -154,23 +156,24 @@ def read_geom(r, node, cls, T_in_body, meshes):
             raise r.error(node, f"mesh=\"{mname}\": expected the name of an <asset><mesh>")
         g.mesh = meshes[mname]
     g.name = a.get("name", "")
-    g.group = r.ints(node, a, "group", 0)
-    g.contype = r.ints(node, a, "contype", 1)
-    g.conaffinity = r.ints(node, a, "conaffinity", 1)
+    # (an absent attribute is its default: most are, and so skip their readers)
+    g.group = r.ints(node, a, "group", 0) if "group" in a else 0
+    g.contype = r.ints(node, a, "contype", 1) if "contype" in a else 1
+    g.conaffinity = r.ints(node, a, "conaffinity", 1) if "conaffinity" in a else 1
     g.friction = r.numbers(node, a, "friction", 3, nmin=1)[0] if "friction" in a else 1.0
     g.rgba = r.floats(node, a, "rgba", 4) if "rgba" in a else None
     lo, hi = r.compiler.inertiagrouprange
     g.inertial = kind != "plane" and lo <= g.group <= hi
     g.mass = g.density = None
     if g.inertial:
-        if r.flag(node, a, "shellinertia", False):
+        if "shellinertia" in a and r.flag(node, a, "shellinertia", False):
             r.note(node, "shellinertia=\"true\": the geom's inertia is taken as a solid's")
         if "mass" in a:
             g.mass = r.number(node, a, "mass")
             if g.mass < 0:
                 raise r.error(node, f"mass {g.mass:g}: expected >= 0")
         else:
-            g.density = r.number(node, a, "density", 1000.0)
+            g.density = r.number(node, a, "density") if "density" in a else 1000.0
     return g
 
 
