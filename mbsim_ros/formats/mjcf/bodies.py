@@ -193,7 +193,8 @@ def _body(r, model, tree, meshes, node, parent_link, T_parent, cls, counters):
     body = len(tree.bodies)
     tree.bodies.append([node, None])
     for c in node.children:
-        _container_child(r, model, tree, meshes, c, name, EYE4, cls_here, name, body)
+        if c.tag != "joint" and c.tag != "body":        # (read by _chain and _bodies)
+            _container_child(r, model, tree, meshes, c, name, EYE4, cls_here, name, body)
     tree.links.append((name, body))
     _bodies(r, model, tree, meshes, node, name, EYE4, cls_here, counters)
 
