@@ -455,14 +455,14 @@ class Model:
     def finalize(self) -> "Model":
         where = f" in {self.source}" if self.source else ""
         names = [l.name for l in self.links]
-        dup = {n for n, k in Counter(names).items() if k > 1}
-        if dup:
+        link_set = set(names)
+        if len(link_set) < len(names):
+            dup = {n for n, k in Counter(names).items() if k > 1}
             raise ModelError(f"duplicate link names{where}: {sorted(dup)}")
         jnames = [j.name for j in self.joints]
-        dup = {n for n, k in Counter(jnames).items() if k > 1}
-        if dup:
+        if len(set(jnames)) < len(jnames):
+            dup = {n for n, k in Counter(jnames).items() if k > 1}
             raise ModelError(f"duplicate joint names{where}: {sorted(dup)}")
-        link_set = set(names)
         child_of = {}
         for j in self.joints:
             if j.child not in link_set:

@@ -112,6 +112,8 @@ def _read_plain_xml(data, file, includes):
     except (expat.ExpatError, _NotPlain):
         del includes[:]
         return None
+    finally:
+        parser.StartElementHandler = None       # (the handler refers to the parser: no cycle left)
     return roots[0]
 
 
