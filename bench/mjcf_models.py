@@ -6,8 +6,9 @@ loader and MuJoCo's, compared as the tests compare the gymnasium and dm_control 
 For each .xml file with a <mujoco> root that MuJoCo itself loads: link poses, the mass matrix,
 bias forces, passive and actuator forces and accelerations at two random states (1e-9
 relative, test/formats/mjcf_reference.py), and the body pairs the collision filters let
-through. Prints one line per file (ok, or what differs and the notes that explain it) and the
-count of files that load and match; files MuJoCo refuses (a missing mesh) are counted apart.
+through. Prints one line per file (ok; what differs, or why it does not compare, with the notes
+that explain it; or why it fails to load here) and the counts of files that load and that
+match; files MuJoCo refuses (a missing mesh) are counted apart, each with MuJoCo's reason.
 """
 import argparse
 import os
