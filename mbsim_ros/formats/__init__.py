@@ -38,12 +38,14 @@ def load_model(path, floating_base=None, xacro_args=None, **options) -> Model:
     if xacro_args:
         raise ModelError(f"{path}: xacro arguments ({', '.join(f'{k}:={v}' for k, v in xacro_args.items())}) "
                          "given for a file that is not .xacro")
+    from .mjcf import is_mjcf
     with open(path, "rb") as f:
         head = f.read(4096)
-    from .mjcf import is_mjcf
-    if is_mjcf(head):             # MJCF by its <mujoco> root, whatever the extension
+        mjcf = is_mjcf(head)      # MJCF by its <mujoco> root, whatever the extension
+        text = head + f.read() if mjcf else None        # (read once: the loader parses these bytes)
+    if mjcf:
         from .mjcf import load_mjcf
-        return load_mjcf(path, floating_base=floating_base, **options)
+        return load_mjcf(path, floating_base=floating_base, text=text, **options)
     if ext == ".xml":
         ext = ".urdf" if b"<robot" in head else ".sdf" if b"<sdf" in head else ext
     if ext not in _LOADERS:

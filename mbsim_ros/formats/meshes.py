@@ -39,8 +39,9 @@ class MeshError(ModelError):
     """A mesh file is missing or cannot be read."""
 
 
-def load_mesh(path, scale=(1.0, 1.0, 1.0)):
-    """Read a mesh file -> (vertices (n, 3) float, faces (m, 3) int), vertices scaled."""
+def load_mesh(path, scale=(1.0, 1.0, 1.0), points=False):
+    """Read a mesh file -> (vertices (n, 3) float, faces (m, 3) int), vertices scaled. points: a
+    file of vertices without faces is accepted (no faces: MJCF makes its convex hull)."""
     path = os.fspath(path)
     ext = os.path.splitext(path)[1].lower()
     reader = READERS.get(ext)
@@ -56,16 +57,16 @@ def load_mesh(path, scale=(1.0, 1.0, 1.0)):
         raise MeshError(f"{path}: cannot read {ext} mesh: {exc}") from None
     vertices = np.asarray(vertices, dtype=float).reshape(-1, 3)
     faces = np.asarray(faces, dtype=np.int64).reshape(-1, 3)
-    _check_mesh(path, vertices, faces)
+    _check_mesh(path, vertices, faces, points)
     return vertices * np.asarray(scale, dtype=float).reshape(3), faces
 
 
-def _check_mesh(path, vertices, faces):
-    if len(faces) == 0:
+def _check_mesh(path, vertices, faces, points=False):
+    if len(faces) == 0 and not (points and len(vertices)):
         raise MeshError(f"{path}: no triangles found (expected a triangle mesh)")
     if not np.all(np.isfinite(vertices)):
         raise MeshError(f"{path}: vertex coordinates are not all finite numbers")
-    if faces.min() < 0 or faces.max() >= len(vertices):
+    if len(faces) and (faces.min() < 0 or faces.max() >= len(vertices)):
         raise MeshError(f"{path}: a face refers to a vertex that does not exist "
                         f"(indices {faces.min()}..{faces.max()}, {len(vertices)} vertices)")
 

@@ -16,6 +16,8 @@ from .errors import ModelError
 
 FUNCTION_KINDS = ("ppoly", "sine", "input")
 EXTRAPOLATIONS = ("linear", "constant", "extend")
+_X_AXIS, _Z_AXIS = np.array([1.0, 0.0, 0.0]), np.array([0.0, 0.0, 1.0])
+_X_AXIS.flags.writeable = _Z_AXIS.flags.writeable = False
 
 
 @dataclass
@@ -258,11 +260,11 @@ class Actuator:
     dof: Optional[str] = None
     link1: Optional[str] = None
     link2: Optional[str] = None
-    axis: np.ndarray = field(default_factory=lambda: np.array([0.0, 0.0, 1.0]))
+    axis: np.ndarray = field(default_factory=_Z_AXIS.copy)       # (a template's copy: loaders make many)
     axis_in_world: bool = False
     point: np.ndarray = field(default_factory=lambda: np.zeros(3))
     point_in_world: bool = False
-    direction: np.ndarray = field(default_factory=lambda: np.array([1.0, 0.0, 0.0]))
+    direction: np.ndarray = field(default_factory=_X_AXIS.copy)
     direction_in_world: bool = False
 
     def __post_init__(self):

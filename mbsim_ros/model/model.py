@@ -37,6 +37,8 @@ JOINT_TYPES = {
 }
 
 SHAPE_KINDS = ("box", "sphere", "cylinder", "capsule", "cone", "plane", "mesh")
+_GREY, _ONES3 = np.array([0.7, 0.7, 0.7, 1.0]), np.array([1.0, 1.0, 1.0])
+_GREY.flags.writeable = _ONES3.flags.writeable = False
 
 
 # CAD exports round each entry of an inertia tensor on its own, so a tensor written out as nine
@@ -105,11 +107,11 @@ class Shape:
     size: np.ndarray = field(default_factory=lambda: np.zeros(3))
     radius: float = 0.0
     length: float = 0.0
-    color: np.ndarray = field(default_factory=lambda: np.array([0.7, 0.7, 0.7, 1.0]))
+    color: np.ndarray = field(default_factory=_GREY.copy)      # (a template's copy: loaders make many)
     vertices: Optional[np.ndarray] = None
     faces: Optional[np.ndarray] = None
     mesh_path: Optional[str] = None
-    scale: np.ndarray = field(default_factory=lambda: np.array([1.0, 1.0, 1.0]))
+    scale: np.ndarray = field(default_factory=_ONES3.copy)
     name: str = ""
     friction: float = 1.0
     restitution: float = 0.0
@@ -453,14 +455,14 @@ class Model:
     def finalize(self) -> "Model":
         where = f" in {self.source}" if self.source else ""
         names = [l.name for l in self.links]
-        dup = {n for n, k in Counter(names).items() if k > 1}
-        if dup:
+        link_set = set(names)
+        if len(link_set) < len(names):
+            dup = {n for n, k in Counter(names).items() if k > 1}
             raise ModelError(f"duplicate link names{where}: {sorted(dup)}")
         jnames = [j.name for j in self.joints]
-        dup = {n for n, k in Counter(jnames).items() if k > 1}
-        if dup:
+        if len(set(jnames)) < len(jnames):
+            dup = {n for n, k in Counter(jnames).items() if k > 1}
             raise ModelError(f"duplicate joint names{where}: {sorted(dup)}")
-        link_set = set(names)
         child_of = {}
         for j in self.joints:
             if j.child not in link_set:

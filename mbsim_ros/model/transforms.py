@@ -51,9 +51,8 @@ def quat_to_matrix(q):
 
 def quat_rows(q):
     """quat_to_matrix's rows as lists of floats (to build a larger array in one go)."""
-    q = np.asarray(q, dtype=float)
-    n = sqrt(q.dot(q))                                   # np.linalg.norm's own sum
-    x, y, z, w = q.tolist()
+    x, y, z, w = q.tolist() if isinstance(q, np.ndarray) else map(float, q)
+    n = sqrt(x * x + y * y + z * z + w * w)
     x, y, z, w = x / n, y / n, z / n, w / n              # (q / n, without an array)
     return [
         [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],

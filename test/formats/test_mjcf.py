@@ -100,6 +100,12 @@ def test_mjcf_is_known_by_its_root_not_its_extension(tmp_path):
     assert np.allclose(model.gravity, [0, 0, -9.81])         # MuJoCo's default, not 9.80665
 
 
+def _write(tmp_path, text, name="model.xml"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
 def _bad(tmp_path, body, name="bad.xml"):
     path = tmp_path / name
     path.write_text(body)
@@ -251,3 +257,89 @@ def test_armature_on_a_free_joint_acts_as_mujocos(tmp_path):
     assert max(worst.values()) < 1e-9, worst
 
 
+
+
+def test_meshes_mujoco_makes_itself_are_left_out_with_their_geoms_and_a_note(tmp_path):
+    """A builtin= mesh (MuJoCo generates it) loads: its geoms are left out with a note naming the
+    line, and the body keeps the mass of its other geoms."""
+    text = ('<mujoco><asset>\n<mesh name="ring" builtin="supertorus" params="16 .2 .4 1"/></asset><worldbody>'
+            '<body><freejoint/>\n<geom type="mesh" mesh="ring"/><geom size="0.1" mass="2"/></body></worldbody></mujoco>')
+    path = tmp_path / "builtin.xml"
+    path.write_text(text)
+    assert mujoco.MjModel.from_xml_string(text).nmesh == 1          # MuJoCo reads it
+    model = _load(path)
+    notes = "\n".join(model.warnings)
+    assert 'line 2, <mesh name="ring">: a mesh made by builtin="supertorus" is not built here' in notes, notes
+    assert 'line 3, <geom>: mesh "ring" is not built here: left out' in notes, notes
+    assert model.links[0].mass == 2.0 and len(model.links[0].collisions) == 1
+
+
+def test_a_mesh_file_of_points_is_its_convex_hull_as_in_mujoco(tmp_path):
+    corners = [(x, y, z) for x in (-1, 1) for y in (-2, 2) for z in (-0.5, 0.5)]
+    (tmp_path / "points.obj").write_text("".join(f"v {x} {y} {z}\n" for x, y, z in corners + [(0.1, 0.2, 0.0)]))
+    path = tmp_path / "points.xml"
+    path.write_text('<mujoco><asset><mesh file="points.obj"/></asset><worldbody><body><freejoint/>'
+                    '<geom type="mesh" mesh="points" density="3"/></body></worldbody></mujoco>')
+    m = mujoco.MjModel.from_xml_path(str(path))
+    link = _load(path).links[0]
+    assert np.isclose(link.mass, m.body_mass[1], rtol=1e-6) and np.isclose(link.mass, 3 * 2 * 4 * 1)
+    assert np.allclose(np.linalg.eigvalsh(link.inertia), np.sort(m.body_inertia[1]), rtol=1e-6)
+
+
+def test_what_names_a_body_a_left_out_generator_makes_is_left_out_with_a_note(tmp_path):
+    model = _load(_write(tmp_path, '<mujoco><worldbody><body name="b"><freejoint/><geom size="0.1"/></body>\n'
+                                   '<flexcomp name="flag" type="grid" count="3 3 1" spacing=".1 .1 .1" dim="2"/>'
+                                   '</worldbody><equality>\n<connect body1="flag_0" body2="b" anchor="0 0 0"/>'
+                                   '</equality></mujoco>'))
+    notes = "\n".join(model.warnings)
+    assert "line 2, <flexcomp name=\"flag\">: <flexcomp> is not supported: left out" in notes, notes
+    assert 'line 3, <connect>: body "flag_0" is not in the model' in notes, notes
+    assert not model.constraints
+    message = _bad(tmp_path, '<mujoco><worldbody><body name="b"><freejoint/><geom size="0.1"/></body></worldbody>'
+                             '<equality>\n<connect body1="nope" body2="b" anchor="0 0 0"/></equality></mujoco>')
+    assert 'line 2, <connect>: "nope": expected the name of a <body>' in message     # no generator: an error
+
+
+def _tree(node):
+    return (node.tag, node.attrib, node.line, [_tree(c) for c in node.children])
+
+
+@pytest.mark.parametrize("text", [
+    '<?xml version="1.0"?>\n<!-- a comment -->\n<mujoco model="m &amp; n"><worldbody>\n<body name="a" pos="0 0 1">'
+    '<geom size="1"/><?pi x?></body>\n<body/></worldbody><include file="x.xml"/></mujoco>',
+    '<mujoco><worldbody><body name="a&#x41;"><geom size="1" rgba="1 0 0 1"/></body></worldbody></mujoco>',
+])
+def test_the_plain_reader_builds_the_nodes_lxml_builds(text):
+    """Plain documents are read by expat straight into Nodes; the same as through lxml (the
+    reader of the documents expat does not take), includes found the same."""
+    from mbsim_ros.formats.mjcf import parse
+    data = text.encode()
+    inc1, inc2 = [], []
+    plain = parse._read_plain_xml(data, "m.xml", inc1)
+    assert plain is not None
+    assert _tree(plain) == _tree(parse._read_lxml("m.xml", data, [], inc2))
+    assert [n.attrib for n in inc1] == [n.attrib for n in inc2]
+
+
+@pytest.mark.parametrize("text", [
+    '<!DOCTYPE mujoco [<!ENTITY s "1">]><mujoco><worldbody><geom size="&s;"/></worldbody></mujoco>',
+    '<mujoco xmlns:x="urn:x"><worldbody><geom size="1"/></worldbody></mujoco>',
+    '<mujoco><worldbody/></mujoco></mujoco>',
+])
+def test_documents_with_a_doctype_namespaces_or_errors_go_to_lxml(text):
+    from mbsim_ros.formats.mjcf import parse
+    assert parse._read_plain_xml(text.encode(), "m.xml", []) is None
+
+
+def test_a_joints_actuatorfrcrange_clamps_its_motors_force_as_in_mujoco(tmp_path):
+    """MuJoCo clamps the actuator force on a joint (gear times the motor's force) to the joint's
+    actuatorfrcrange: a control clamp of the joint's one motor; the passive and actuator forces
+    at controls beyond it equal MuJoCo's."""
+    import mjcf_reference as ref
+    path = _write(tmp_path, '<mujoco><worldbody><body><joint name="j" axis="0 1 0" actuatorfrcrange="-0.5 0.8"/>'
+                            '<geom type="capsule" fromto="0 0 0 0.4 0 0" size="0.05"/></body></worldbody>'
+                            '<actuator><motor joint="j" gear="-2"/></actuator></mujoco>')
+    a = _load(path).actuators[0]
+    assert (a.min_control, a.max_control) == (-0.4, 0.25)
+    worst = ref.compare(str(path), states=5)
+    assert max(worst.values()) < 1e-9, worst

@@ -14,6 +14,7 @@ joints.py (joints as columns), bodies.py (the body tree: links, sites, cameras),
 """
 from __future__ import annotations
 
+import gc
 import os
 
 import numpy as np
@@ -55,12 +56,19 @@ def load_mjcf(path, floating_base: bool = False, keyframe=None, text=None) -> Mo
     whose qpos and qvel become the initial state. floating_base is ignored (MJCF says itself
     which bodies are free)."""
     r = Reader(path)
+    # the load makes thousands of small objects and no reference cycles: the cyclic collector,
+    # which would scan them several times over, waits until it is done
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         return _load(r, text, keyframe)
     except ModelError as exc:       # the Model's own checks name the element, not the file
         if str(exc).startswith(r.path):
             raise
         raise ModelError(f"{r.path}: {exc}") from None
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def _load(r, text, keyframe):
@@ -105,6 +113,8 @@ def _gravity(r, root):
                 elif value == "disable" and key in ("contact", "constraint", "limit", "equality",
                                                    "frictionloss", "passive", "spring", "damper"):
                     r.note(flag, f"{key}=\"disable\" is not applied: the simulation keeps its {key} forces")
+                elif key == "sleep" and value == "enable":
+                    r.note(flag, "sleep=\"enable\" is not applied: no body sleeps, every pair of bodies keeps colliding")
                 elif key == "filterparent" and value == "disable":
                     r.note(flag, "filterparent=\"disable\" is not applied: a body and its parent never collide")
     return g

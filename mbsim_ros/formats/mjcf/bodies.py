@@ -163,6 +163,7 @@ def _container_child(r, model, tree, meshes, node, link_name, T, cls, link, body
         return False
     if tag in ("composite", "flexcomp", "plugin", "attach", "replicate"):
         r.note(node, f"<{tag}> is not supported: left out")
+        r.left_out.add(tag)
         return False
     r.note(node, f"unknown element <{tag}> in a body: ignored")
     return False
@@ -172,26 +173,28 @@ def _body(r, model, tree, meshes, node, parent_link, T_parent, cls, counters):
     """A body: its joint chain, link and children. parent_link None: the world."""
     bid = counters["body"]
     counters["body"] += 1
-    name = node.get("name") or f"body{bid}"
+    at = node.attrib
+    name = at.get("name") or f"body{bid}"
     if name in tree.body_link:
         raise r.error(node, f"a body named \"{name}\" already exists")
     # MuJoCo applies a body's class, like its childclass, to everything inside it
-    cls_here = node.get("childclass", node.get("class", cls))
+    cls_here = at.get("childclass", at.get("class", cls))
     if cls_here not in r.classes:
         raise r.error(node, f"childclass=\"{cls_here}\" is not a <default> class")
-    X = compose(T_parent, r.pose(node, node.attrib))
+    X = compose(T_parent, r.pose(node, at))
     joint_nodes = [c for c in node.children if c.tag in ("joint", "freejoint")]
     _chain(r, tree, joint_nodes, name, parent_link, X, cls_here, counters)
     tree.body_link[name] = name
     tree.body_nodes.append((node, name))
-    if node.get("mocap") == "true":
+    if at.get("mocap") == "true":
         r.note(node, "mocap body: welded where it is (nothing moves it)")
-    if node.get("gravcomp") not in (None, "0"):
+    if at.get("gravcomp") not in (None, "0"):
         r.note(node, "gravcomp: gravity compensation is not simulated")
     body = len(tree.bodies)
     tree.bodies.append([node, None])
     for c in node.children:
-        _container_child(r, model, tree, meshes, c, name, EYE4, cls_here, name, body)
+        if c.tag != "joint" and c.tag != "body":        # (read by _chain and _bodies)
+            _container_child(r, model, tree, meshes, c, name, EYE4, cls_here, name, body)
     tree.links.append((name, body))
     _bodies(r, model, tree, meshes, node, name, EYE4, cls_here, counters)
 
@@ -221,7 +224,7 @@ def _chain(r, tree, joint_nodes, name, parent_link, X, cls, counters):
             if parent_link is not None or len(joint_nodes) > 1:
                 raise r.error(jn, "a free joint must be the only joint of a body in the world body")
             q0 = (*X[:3, 3].tolist(), *matrix_to_quat(X[:3, :3]).tolist())
-            joint = (jname, kind, EYE4, EYE4, joint[4], q0, joint[6])
+            joint = (jname, kind, EYE4, EYE4, joint[4], q0, joint[6], joint[7])
         last = k == len(joint_nodes) - 1
         child = name if last else f"{name}_{jname}"
         if not last:

@@ -139,6 +139,8 @@ def _mj_qpos(j):
 
 
 # -- actuators --------------------------------------------------------------------------
+_TRANSMISSIONS = ("joint", "jointinparent", "tendon", "site", "body", "cranksite")
+_NOT_JOINT = frozenset(_TRANSMISSIONS[1:])
 def _shortcut(p, tag, attrs):
     """MuJoCo's actuator shortcuts as general attributes, over `p` (the class's so far)."""
     p.update({k: v for k, v in attrs.items() if k not in ("kp", "kv", "dampratio", "timeconst")})
@@ -161,23 +163,32 @@ def _shortcut(p, tag, attrs):
 
 def _actuators(r, root, model, joints):
     r.mapped_actuators, r.unmapped_actuators = [], 0
+    r.clamped_joints = set()      # joints whose actuatorfrcrange an actuator's control clamp carries
     index = 0
     class_defaults = {}       # class -> its actuator defaults as general attributes (one class serves many)
+    laws = {}                 # (class, tag, attributes but name and joint) -> _Law (robots repeat a few)
     for section in root.each("actuator"):
         for node in section.children:
             if node.tag not in ACTUATOR_TAGS:
                 r.note(node, f"unknown actuator <{node.tag}>: ignored")
                 continue
-            cls = node.get("class", "main")
-            if cls not in r.classes:
-                raise r.error(node, f"class=\"{cls}\" is not a <default> class")
+            attrib = node.attrib
+            cls = attrib.get("class", "main")
             if cls not in class_defaults:
+                if cls not in r.classes:
+                    raise r.error(node, f"class=\"{cls}\" is not a <default> class")
                 class_defaults[cls] = {}
                 for tag, attrs, _ in r.classes[cls]["actuator"]:
                     _shortcut(class_defaults[cls], tag, attrs)
-            p = dict(class_defaults[cls])
-            _shortcut(p, node.tag, node.attrib)
-            actuator = _actuator(r, node, p, joints, index)
+            key = (cls, node.tag, *(kv for kv in attrib.items() if kv[0] not in _OWN))
+            law = laws.get(key)
+            if law is None:
+                p = dict(class_defaults[cls])
+                _shortcut(p, node.tag, attrib)
+                law = laws[key] = _Law(r, node, p)
+            defaults = class_defaults[cls]
+            name = attrib.get("name") or defaults.get("name") or f"actuator{index}"
+            actuator = _actuator(r, node, law, attrib.get("joint", defaults.get("joint")), name, joints)
             if actuator is None:
                 r.unmapped_actuators += 1
             else:
@@ -186,47 +197,82 @@ def _actuators(r, root, model, joints):
             index += 1
 
 
-def _actuator(r, node, p, joints, index):
-    name = p.get("name") or f"actuator{index}"
-    if "_unsupported" in p:
-        r.note(node, f"<{p['_unsupported']}> actuators are not simulated")
+_OWN = ("name", "joint")       # an actuator's attributes that are its own, not its force law's
+
+
+class _Law:
+    """What an actuator's attributes (over its class's) say of its force, apart from its joint:
+    gear, gain, bias (b0, b1, b2), control range, or why it is not simulated; the notes and the
+    error of its element, given again for each element of the same attributes."""
+
+    def __init__(self, r, node, p):
+        self.skip = self.error = None        # (when, note): "transmission" or "gain"; an error's text
+        self.notes = []
+        if "_unsupported" in p:
+            self.skip = ("transmission", f"<{p['_unsupported']}> actuators are not simulated")
+            return
+        if "joint" not in p or not _NOT_JOINT.isdisjoint(p):
+            targets = [k for k in _TRANSMISSIONS if k in p]
+            self.skip = ("transmission", f"actuator on a {targets[0] if targets else 'nothing'}: only joint "
+                                         "transmissions are simulated")
+            return
+        if p.get("gaintype", "fixed") != "fixed" or p.get("biastype", "none") not in ("none", "affine"):
+            self.skip = ("gain", f"gaintype {p.get('gaintype')} / biastype {p.get('biastype')}: not simulated")
+            return
+        if p.get("dyntype", "none") != "none" or p.get("_timeconst"):
+            self.notes.append("activation dynamics (dyntype, timeconst) are not simulated: the control acts at once")
+        self.gear = r.numbers(node, p, "gear", 6, (1.0,), nmin=1)[0]
+        self.gain = gain = r.numbers(node, p, "gainprm", 10, (1.0,), nmin=1)[0]
+        self.bias = bias = [0.0, 0.0, 0.0]
+        if p.get("biastype", "none") == "affine":
+            b = r.numbers(node, p, "biasprm", 10, (0.0,), nmin=1)[:3]
+            bias[:len(b)] = b
+        if p.get("_dampratio"):
+            self.notes.append("dampratio is not used (kv 0)")
+        lo, hi = -np.inf, np.inf
+        limited = p.get("ctrllimited", "auto")
+        if limited == "true" or (limited == "auto" and r.compiler.autolimits and "ctrlrange" in p):
+            lo, hi = r.numbers(node, p, "ctrlrange", 2)
+            if not lo < hi:
+                self.error = f"ctrlrange=\"{p.get('ctrlrange')}\": expected lower < upper"
+        flimited = p.get("forcelimited", "auto")
+        if flimited == "true" or (flimited == "auto" and r.compiler.autolimits and "forcerange" in p):
+            flo, fhi = r.numbers(node, p, "forcerange", 2)
+            if any(bias):
+                self.notes.append("forcerange on a servo is not applied")
+            elif gain > 0:      # a motor's force clamp is a control clamp
+                lo, hi = max(lo, flo / gain), min(hi, fhi / gain)
+        self.lo, self.hi = lo, hi
+
+
+def _actuator(r, node, law, joint_name, name, joints):
+    if law.skip and law.skip[0] == "transmission":
+        r.note(node, law.skip[1])
         return None
-    targets = [k for k in ("joint", "jointinparent", "tendon", "site", "body", "cranksite") if k in p]
-    if targets != ["joint"]:
-        r.note(node, f"actuator on a {targets[0] if targets else 'nothing'}: only joint transmissions are simulated")
-        return None
-    joint = joints.get(p["joint"])
+    joint = joints.get(joint_name)
     if joint is None:
-        raise r.error(node, f"joint=\"{p['joint']}\": no joint of that name")
+        raise r.error(node, f"joint=\"{joint_name}\": no joint of that name")
     if joint.type not in ("revolute", "prismatic"):
         r.note(node, f"actuator on a {joint.params.get('mjcf_type')} joint: not simulated")
         return None
-    if p.get("gaintype", "fixed") != "fixed" or p.get("biastype", "none") not in ("none", "affine"):
-        r.note(node, f"gaintype {p.get('gaintype')} / biastype {p.get('biastype')}: not simulated")
+    if law.skip:
+        r.note(node, law.skip[1])
         return None
-    if p.get("dyntype", "none") != "none" or p.get("_timeconst"):
-        r.note(node, "activation dynamics (dyntype, timeconst) are not simulated: the control acts at once")
-    gear = r.numbers(node, p, "gear", 6, (1.0,), nmin=1)[0]
-    gain = r.numbers(node, p, "gainprm", 10, (1.0,), nmin=1)[0]
-    bias = [0.0, 0.0, 0.0]
-    if p.get("biastype", "none") == "affine":
-        b = r.numbers(node, p, "biasprm", 10, (0.0,), nmin=1)[:3]
-        bias[:len(b)] = b
-    if p.get("_dampratio"):
-        r.note(node, "dampratio is not used (kv 0)")
-    lo, hi = -np.inf, np.inf
-    limited = p.get("ctrllimited", "auto")
-    if limited == "true" or (limited == "auto" and r.compiler.autolimits and "ctrlrange" in p):
-        lo, hi = r.numbers(node, p, "ctrlrange", 2)
-        if not lo < hi:
-            raise r.error(node, f"ctrlrange=\"{p.get('ctrlrange')}\": expected lower < upper")
-    flimited = p.get("forcelimited", "auto")
-    if flimited == "true" or (flimited == "auto" and r.compiler.autolimits and "forcerange" in p):
-        flo, fhi = r.numbers(node, p, "forcerange", 2)
-        if any(bias):
-            r.note(node, "forcerange on a servo is not applied")
-        elif gain > 0:      # a motor's force clamp is a control clamp
-            lo, hi = max(lo, flo / gain), min(hi, fhi / gain)
+    for message in law.notes:
+        r.note(node, message)
+    if law.error:
+        raise r.error(node, law.error)
+    gear, gain, bias, lo, hi = law.gear, law.gain, law.bias, law.lo, law.hi
+    frc = joint.params.get("actuatorfrcrange")
+    if frc is not None:     # MuJoCo clamps the joint's actuator force (gear * force): for a motor alone
+        k = gear * gain     # on its joint, a control clamp
+        if any(bias) or not k or joint.name in r.clamped_joints:
+            r.note(node, f"the actuatorfrcrange of joint {joint.name!r} is not applied to this actuator "
+                         "(a servo's bias or a second actuator on the joint)")
+        else:
+            flo, fhi = frc[0] / k, frc[1] / k
+            lo, hi = max(lo, min(flo, fhi)), min(hi, max(flo, fhi))
+            r.clamped_joints.add(joint.name)
     # the bias: -b1 gear^2 stiffness, -b2 gear^2 damping, b0 gear a constant force
     k_servo, d_servo = -bias[1] * gear * gear, -bias[2] * gear * gear
     if k_servo or bias[0]:
@@ -236,7 +282,8 @@ def _actuator(r, node, p, joints, index):
         elif bias[0]:
             r.note(node, "a constant bias force (biasprm[0]) without a stiffness is not simulated")
         joint.stiffness[0] = k
-    joint.damping[0] += d_servo
+    if d_servo:
+        joint.damping[0] += d_servo
     return Actuator(name, "coordinate", gain=gear * gain, min_control=lo, max_control=hi, dof=joint.name)
 
 
@@ -292,7 +339,10 @@ def _equality(r, root, model, tree, joints, poses, tendons):
                 continue
             name = a.get("name") or f"equality{len(model.constraints) + len(model.couplers)}"
             if node.tag in ("connect", "weld"):
-                _loop(r, node, a, name, model, tree, poses)
+                try:
+                    _loop(r, node, a, name, model, tree, poses)
+                except _MadeByLeftOut as e:
+                    r.note(node, str(e))
             elif node.tag == "joint":
                 _joint_coupler(r, node, a, name, model, joints)
             elif node.tag == "tendon":
@@ -301,10 +351,18 @@ def _equality(r, root, model, tree, joints, poses, tendons):
                 r.note(node, f"<equality><{node.tag}> is not simulated")
 
 
+class _MadeByLeftOut(Exception):
+    """A name no body has, in a model whose generators (<flexcomp>, <replicate>...) were left
+    out: most likely one of theirs, so what names it is left out too, with a note."""
+
+
 def _body_link(r, node, tree, name):
     if name is None or name == "world":
         return None
     if name not in tree.body_link:
+        if r.left_out:
+            raise _MadeByLeftOut(f"body \"{name}\" is not in the model (the <{'>, <'.join(sorted(r.left_out))}> "
+                                 "left out would make it?): left out")
         raise r.error(node, f"\"{name}\": expected the name of a <body>")
     return tree.body_link[name]
 

@@ -47,11 +47,13 @@ def read_meshes(r, root):
             if file:
                 path = os.path.join(r.folder, r.compiler.meshdir, file)
                 try:
-                    vertices, faces = load_mesh(path)
+                    vertices, faces = load_mesh(path, points=True)
                 except MeshError as exc:
                     raise r.error(node, f"file=\"{file}\": {exc}") from None
                 # MuJoCo keeps a file's vertices in single precision, then scales them
                 vertices = vertices.astype(np.float32).astype(float) * scale
+                if not len(faces):              # a point cloud: MuJoCo's mesh is its convex hull
+                    faces = hull_faces(r, node, vertices)
             elif "vertex" in a:
                 vertices = r.floats(node, a, "vertex", 10 ** 9, nmin=12)
                 if vertices.size % 3:
@@ -65,8 +67,13 @@ def read_meshes(r, root):
                 else:
                     faces = hull_faces(r, node, vertices)
                 path = None
+            elif node.each("plugin") or "builtin" in a:
+                how = f"builtin=\"{a['builtin']}\"" if "builtin" in a else "a plugin"
+                r.note(node, f"a mesh made by {how} is not built here: the geoms on it are left out")
+                r.unbuilt_meshes.add(name)
+                continue
             else:
-                raise r.error(node, "a mesh needs file=\"...\" or vertex=\"...\"")
+                raise r.error(node, "a mesh needs file=\"...\", vertex=\"...\", builtin=\"...\" or a <plugin>")
             if "refpos" in a or "refquat" in a:
                 raise r.error(node, "refpos/refquat (deprecated in MuJoCo) are not supported; move the "
                                     "vertices instead")
@@ -112,9 +119,12 @@ class Geom:
 def read_geom(r, node, cls, T_in_body, meshes):
     """The Geom of a <geom> in a frame at T_in_body in its body (None for a type not simulated)."""
     a = r.attrs(node, "geom", cls)
-    kind = r.choice(node, a, "type", GEOM_TYPES, "sphere")
-    if kind in ("hfield", "sdf"):
-        r.note(node, f"type=\"{kind}\" geoms are not supported: left out")
+    kind = a.get("type", "sphere")
+    if kind not in GEOM_TYPES:
+        r.choice(node, a, "type", GEOM_TYPES, "sphere")         # (raises: names the types)
+    if kind in ("hfield", "sdf") or (kind == "mesh" and a.get("mesh") in r.unbuilt_meshes):
+        why = f"mesh \"{a['mesh']}\" is not built here" if kind == "mesh" else f"type=\"{kind}\" geoms are not supported"
+        r.note(node, f"{why}: left out")
         r.skipped_geoms.add(a.get("name"))
         return None
     g = Geom()
@@ -146,23 +156,24 @@ def read_geom(r, node, cls, T_in_body, meshes):
             raise r.error(node, f"mesh=\"{mname}\": expected the name of an <asset><mesh>")
         g.mesh = meshes[mname]
     g.name = a.get("name", "")
-    g.group = r.ints(node, a, "group", 0)
-    g.contype = r.ints(node, a, "contype", 1)
-    g.conaffinity = r.ints(node, a, "conaffinity", 1)
+    # (an absent attribute is its default: most are, and so skip their readers)
+    g.group = r.ints(node, a, "group", 0) if "group" in a else 0
+    g.contype = r.ints(node, a, "contype", 1) if "contype" in a else 1
+    g.conaffinity = r.ints(node, a, "conaffinity", 1) if "conaffinity" in a else 1
     g.friction = r.numbers(node, a, "friction", 3, nmin=1)[0] if "friction" in a else 1.0
     g.rgba = r.floats(node, a, "rgba", 4) if "rgba" in a else None
     lo, hi = r.compiler.inertiagrouprange
     g.inertial = kind != "plane" and lo <= g.group <= hi
     g.mass = g.density = None
     if g.inertial:
-        if r.flag(node, a, "shellinertia", False):
+        if "shellinertia" in a and r.flag(node, a, "shellinertia", False):
             r.note(node, "shellinertia=\"true\": the geom's inertia is taken as a solid's")
         if "mass" in a:
             g.mass = r.number(node, a, "mass")
             if g.mass < 0:
                 raise r.error(node, f"mass {g.mass:g}: expected >= 0")
         else:
-            g.density = r.number(node, a, "density", 1000.0)
+            g.density = r.number(node, a, "density") if "density" in a else 1000.0
     return g
 
 

@@ -36,8 +36,8 @@ class JointColumns:
 
     def add(self, joint, parent, child):
         """A joint read_joint read; its q0, for a free joint, is where its body starts."""
-        name, kind, origin, child_pose, axis, q0, numbers = joint
-        self.rows.append((name, JOINT_TYPES[kind], parent, child, origin, child_pose, axis, {"mjcf_type": kind}))
+        name, kind, origin, child_pose, axis, q0, numbers, params = joint
+        self.rows.append((name, JOINT_TYPES[kind], parent, child, origin, child_pose, axis, params))
         self.q0.extend(q0)
         if kind in ("hinge", "slide"):
             self.dofs.append(numbers)
@@ -55,20 +55,24 @@ class JointColumns:
 
 
 def read_joint(r, node, cls, jid, X):
-    """(name, MJCF type, origin, child_pose, axis, q0, per-DOF numbers) of a <joint> or
+    """(name, MJCF type, origin, child_pose, axis, q0, per-DOF numbers, params) of a <joint> or
     <freejoint> whose body sits at X in the chain's parent frame; a free joint's q0 is left to
-    its body (JointColumns.add's caller)."""
+    its body (JointColumns.add's caller). params: the MJCF type, and the actuatorfrcrange (lower,
+    upper) MuJoCo clamps the joint's actuator force to (the effort limit is the larger bound)."""
     free = node.tag == "freejoint"
     a = node.attrib if free else r.attrs(node, "joint", cls)
-    kind = "free" if free else r.choice(node, a, "type", ("hinge", "slide", "ball", "free"), "hinge")
+    kind = "free" if free else a.get("type", "hinge")
+    if kind not in _NV:
+        r.choice(node, a, "type", tuple(_NV), "hinge")         # (raises: names the types)
     name = a.get("name") or f"joint{jid}"
     one_axis = kind in ("hinge", "slide")
     axis = r.unit_numbers(node, a, "axis") if one_axis and "axis" in a else _Z
     # a slide's anchor does not move anything; a free joint's is its body's origin
     angular = kind in ("hinge", "ball")
     pos = r.numbers(node, a, "pos", 3) if angular and "pos" in a else None
-    ref = r.number(node, a, "ref", 0.0)
-    if kind == "hinge":
+    # (an absent attribute is its default: most are, and so skip their readers)
+    ref = r.number(node, a, "ref") if "ref" in a else 0.0
+    if kind == "hinge" and ref:
         ref = r.angle(ref)
     origin, child_pose = X, EYE4
     if pos is not None and (pos[0] or pos[1] or pos[2]):       # (most joints sit at their body's origin)
@@ -82,9 +86,9 @@ def read_joint(r, node, cls, jid, X):
     elif kind == "slide" and ref:
         origin = origin.copy()
         origin[:3, 3] -= origin[:3, :3] @ np.array(axis) * ref
-    stiffness = r.number(node, a, "stiffness", 0.0)
-    springref = r.number(node, a, "springref", 0.0)
-    if kind == "hinge":
+    stiffness = r.number(node, a, "stiffness") if "stiffness" in a else 0.0
+    springref = r.number(node, a, "springref") if "springref" in a else 0.0
+    if kind == "hinge" and springref:
         springref = r.angle(springref)
     if stiffness and not one_axis:
         r.note(node, f"stiffness on a {kind} joint is not simulated")
@@ -92,7 +96,9 @@ def read_joint(r, node, cls, jid, X):
         r.note(node, "springdamper (time constant, damping ratio) is not used; give stiffness and damping")
     lower, upper = -inf, inf
     if kind != "free":
-        limited = r.choice(node, a, "limited", ("auto", "true", "false"), "auto")
+        limited = a.get("limited", "auto")
+        if limited not in ("auto", "true", "false"):
+            r.choice(node, a, "limited", ("auto", "true", "false"), "auto")      # (raises)
         if limited == "true" or (limited == "auto" and r.compiler.autolimits and "range" in a):
             rng = r.numbers(node, a, "range", 2, (0.0, 0.0))
             if angular:
@@ -104,11 +110,15 @@ def read_joint(r, node, cls, jid, X):
             else:
                 lower, upper = rng
     effort = inf
+    params = {"mjcf_type": kind}
     if "actuatorfrcrange" in a and a.get("actuatorfrclimited", "auto") != "false" and one_axis:
         fr = r.numbers(node, a, "actuatorfrcrange", 2)
         effort = max(abs(fr[0]), abs(fr[1]))
-    numbers = (lower, upper, effort, r.number(node, a, "damping", 0.0), stiffness if one_axis else 0.0,
-               springref if one_axis else 0.0, r.number(node, a, "frictionloss", 0.0),
-               r.number(node, a, "armature", 0.0))
+        params["actuatorfrcrange"] = tuple(fr)
+    number = r.number
+    numbers = (lower, upper, effort, number(node, a, "damping") if "damping" in a else 0.0,
+               stiffness if one_axis else 0.0, springref if one_axis else 0.0,
+               number(node, a, "frictionloss") if "frictionloss" in a else 0.0,
+               number(node, a, "armature") if "armature" in a else 0.0)
     q0 = (ref,) if one_axis else (0.0, 0.0, 0.0, 1.0) if kind == "ball" else None
-    return name, kind, origin, child_pose, axis, q0, numbers
+    return name, kind, origin, child_pose, axis, q0, numbers, params

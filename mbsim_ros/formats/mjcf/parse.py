@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from math import hypot, isfinite, sqrt
+from xml.parsers import expat
 
 import numpy as np
 from lxml import etree
@@ -70,13 +71,56 @@ def parse_file(path, text, notes):
 
 def _read_xml(path, text, notes, includes):
     """The file's root Node; includes (a list) gets its <include> Nodes."""
-    parser = etree.XMLParser(remove_comments=True, remove_pis=True, resolve_entities=False,
-                             no_network=True, huge_tree=True)
     try:
         if text is None:
             with open(path, "rb") as f:             # (bytes: lxml cannot encode a non-UTF-8 file name)
                 text = f.read()
-        data = text.encode() if isinstance(text, str) else text
+    except OSError as exc:
+        raise ModelError(f"{path}: cannot read the file: {exc}") from None
+    data = text.encode() if isinstance(text, str) else text
+    root = _read_plain_xml(data, os.fspath(path), includes)
+    return root if root is not None else _read_lxml(path, data, notes, includes)
+
+
+class _NotPlain(Exception):
+    pass
+
+
+def _refuse(*_):
+    raise _NotPlain
+
+
+def _read_plain_xml(data, file, includes):
+    """The root Node of a document without a DOCTYPE or namespaces, read by expat straight into
+    Nodes (no element tree in between: the load's largest single cost); None when the document
+    is not such a plain one or expat refuses it, for lxml to read it and word any error. A
+    node's line is where its start tag begins (lxml's is where it ends)."""
+    parser = expat.ParserCreate(namespace_separator="}")
+    stack, roots = [], []
+
+    def start(tag, attrib):
+        node = Node(tag, attrib, file, parser.CurrentLineNumber)
+        (stack[-1].children if stack else roots).append(node)
+        stack.append(node)
+        if tag == "include":
+            includes.append(node)
+    parser.StartElementHandler = start
+    parser.EndElementHandler = lambda tag: stack.pop()
+    parser.StartDoctypeDeclHandler = parser.StartNamespaceDeclHandler = _refuse
+    try:
+        parser.Parse(data, True)
+    except (expat.ExpatError, _NotPlain):
+        del includes[:]
+        return None
+    finally:
+        parser.StartElementHandler = None       # (the handler refers to the parser: no cycle left)
+    return roots[0]
+
+
+def _read_lxml(path, data, notes, includes):
+    parser = etree.XMLParser(remove_comments=True, remove_pis=True, resolve_entities=False,
+                             no_network=True, huge_tree=True)
+    try:
         try:
             el, extra = etree.fromstring(data, parser), None
         except etree.XMLSyntaxError as exc:
@@ -88,8 +132,6 @@ def _read_xml(path, text, notes, includes):
             lines = data.split(b"\n")
             head = b"\n".join(lines[:extra - 1] + [lines[extra - 1][:exc.offset]])      # offset: 0-based
             el = etree.fromstring(head, parser)
-    except OSError as exc:
-        raise ModelError(f"{path}: cannot read the file: {exc}") from None
     except etree.XMLSyntaxError as exc:
         line = f", line {exc.lineno}" if exc.lineno else ""
         raise ModelError(f"{path}{line}: not well-formed XML (expected an MJCF <mujoco> document): "
@@ -173,6 +215,8 @@ class Reader:
         self.classes = {}        # class name -> {kind: {attr: value}, "actuator": [(tag, attrs)]}
         self.notes = []          # (node, message) for what is read but not simulated
         self.skipped_geoms = set()   # names of geoms left out (types not simulated)
+        self.unbuilt_meshes = set()  # names of meshes a plugin or builtin= makes (not built here)
+        self.left_out = set()        # tags of the generators left out (<flexcomp>...): what they name is unknown
         self._parsed = {}        # attribute text -> its finite numbers (classes repeat the same texts)
 
     # -- messages ----------------------------------------------------------------------
@@ -185,7 +229,7 @@ class Reader:
     # -- attributes with their default class ------------------------------------------------
     def attrs(self, node, kind, cls):
         """The element's attributes over those its class gives `kind` elements."""
-        name = node.get("class", cls)
+        name = node.attrib.get("class", cls)
         if name not in self.classes:
             raise self.error(node, f"class=\"{name}\" is not a <default> class of this model "
                                    f"(the classes are {', '.join(sorted(self.classes))})")
