@@ -88,9 +88,11 @@ def button(driver, label):
 
 def press(driver, label, timeout=120.0):
     """Click the panel's button `label` as a user would: wait for it, and if something lies over
-    it (viser's notices come and go, the panel may still be laying itself out) close the notices
-    and try again; AssertionError naming what covered it after `timeout` s."""
-    from selenium.common.exceptions import ElementClickInterceptedException, StaleElementReferenceException
+    it (viser's notices come and go) or it cannot take a click yet (the panel may still be laying
+    itself out, its button not yet shown) close the notices and try again; AssertionError naming
+    what stopped it after `timeout` s."""
+    from selenium.common.exceptions import (ElementClickInterceptedException, ElementNotInteractableException,
+                                            StaleElementReferenceException)
     end = time.monotonic() + timeout
     last = None
     while time.monotonic() < end:
@@ -99,7 +101,8 @@ def press(driver, label, timeout=120.0):
             try:
                 found.click()
                 return
-            except (ElementClickInterceptedException, StaleElementReferenceException) as e:
+            except (ElementClickInterceptedException, ElementNotInteractableException,
+                    StaleElementReferenceException) as e:
                 last = e.msg.splitlines()[0] if e.msg else type(e).__name__
                 dismiss_notifications(driver)
         time.sleep(0.3)
