@@ -4,9 +4,8 @@
 
 It serves the LiveView on (HOST, PORT), shows the worlds and snapshots the run writes on
 FRAMES_FD, and hands the page's controls back over CONTROL_FD as calls on the run's Session
-(RemoteSession). It runs under SCHED_IDLE, below every ordinary thread: a thread of the run
-that wakes takes the CPU from it at once (a view at nice 10 could keep the physics thread
-waiting for the rest of its time slice, milliseconds). It ends when the run closes FRAMES_FD.
+(RemoteSession). It runs at nice 19 (process.yield_to_the_run). It ends when the run closes
+FRAMES_FD.
 """
 from __future__ import annotations
 
@@ -36,18 +35,25 @@ class RemoteSession:
         with self._lock:
             if self._broken:
                 raise ConnectionError("the run did not answer an earlier call from the view")
-            self._conn.send((name, args))
-            if not self._conn.poll(CALL_TIMEOUT):
-                self._broken = True         # a late answer would answer the next call
-                raise TimeoutError(f"the run did not answer {name} within {CALL_TIMEOUT:g} s")
-            kind, value = self._conn.recv()
+            try:
+                self._conn.send((name, args))
+                if not self._conn.poll(CALL_TIMEOUT):
+                    self._broken = True     # a late answer would answer the next call
+                    raise TimeoutError(f"the run did not answer {name} within {CALL_TIMEOUT:g} s")
+                kind, value = self._conn.recv()
+            except (EOFError, OSError) as e:
+                self._broken = True
+                raise ConnectionError("the run has ended") from e
         if kind == "error":
             raise value
         return value
 
     def log(self, text):
         with self._lock:
-            self._conn.send(("log", text))
+            try:
+                self._conn.send(("log", text))
+            except OSError:
+                pass                        # the run has ended: no one to tell
 
     @property
     def paused(self):
@@ -124,7 +130,10 @@ def main(argv):
                 snap.readings = dict(readings)
                 view._put(snap)
             elif kind == "world":
-                view.world_arrived(message[1])
+                world = message[1]
+                kept = {name for name, _, _ in world.sensors}     # a spawn or delete may remove sensors
+                readings = {name: r for name, r in readings.items() if name in kept}
+                view.world_arrived(world)
             elif kind == "start":
                 _, world, first = message
                 readings.update(first.readings)

@@ -206,7 +206,10 @@ class LiveView:
                 snap, self._latest = self._latest, None
             if snap is None:
                 if self.panel is not None:
-                    self.panel.idle()
+                    try:
+                        self.panel.idle()
+                    except ConnectionError:
+                        return              # the run has ended (a view's process): nothing more to show
                 continue
             t0 = time.thread_time()
             try:

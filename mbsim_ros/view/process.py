@@ -11,7 +11,7 @@ Here the run's side is what LiveView's is in the physics thread (a Snapshot copi
 `rate` times a second into a one-slot mailbox) and one sender thread, which writes each
 snapshot's arrays to a socket without holding the lock (pickle protocol 5, out-of-band buffers;
 a sensor's reading only when it is new, a camera's at most at the panel's image rate). The
-view's process (view/child.py, under SCHED_IDLE) runs the same LiveView, whose controls come
+view's process (view/child.py, at nice 19) runs the same LiveView, whose controls come
 back over a second socket as calls on this process's Session, answered by a thread here.
 
 A view process that ends (killed, crashed) ends nothing else: the run goes on, one line says so.
@@ -40,14 +40,15 @@ CALLS = ("pause", "resume", "step", "reset", "set_real_time_factor", "apply_wren
 
 
 def yield_to_the_run():
-    """The view's process (its calling thread and the threads it starts) under SCHED_IDLE
-    (Linux; else nice 19): any ordinary thread that wakes takes the CPU from it at once, where a
-    process at a nice level could keep the physics thread waiting for the rest of its time
-    slice (milliseconds)."""
+    """The view's process (its calling thread and the threads it starts) at nice 19: an
+    ordinary thread of the run that wakes preempts it, and it still gets a share of a busy
+    machine. Not SCHED_IDLE: on two cores kept busy (load 3) a view under it had not started
+    its server after 120 s, and its page's controls would stop answering whenever the run and
+    its neighbours fill the cores. (A run that must not be disturbed at all: realtime_priority.)"""
     try:
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+        os.nice(19 - os.nice(0))
     except (AttributeError, OSError):
-        os.nice(19)
+        pass
 
 
 def send_parts(conn, obj):

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from browser import button, dismiss_notifications, missing, play_then_pause, push_300_newtons, wait_for  # noqa: E402
+from browser import button, dismiss_notifications, missing, play_then_pause, press, push_300_newtons, wait_for  # noqa: E402
 from conftest import free_port  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -186,3 +186,31 @@ def test_the_cameras_frames_reach_the_page(page):
     def camera_images():
         return [m for w, h, m in driver.execute_script(IMAGE_MEANS) if (w, h) == (width, height)]
     wait_for(lambda: sum(m > 20 for m in camera_images()) >= 2, "the cameras' frames on the page")
+
+
+LINK_OPTIONS = "return [...document.querySelectorAll('[role=option]')].map(o => o.textContent)"
+
+
+def test_a_model_spawned_from_the_page_reaches_the_run_and_the_pages_lists(page, tmp_path):
+    """The page's Spawn loads the file in the view's process and hands the model to the run; the
+    run's new world comes back across the processes: the page's link lists (Push, Follow link)
+    name the new model's link."""
+    from selenium.webdriver.common.by import By
+    session, driver = page["session"], page["driver"]
+    path = tmp_path / "crate.urdf"
+    path.write_text('<robot name="crate"><link name="crate_body"><inertial><mass value="1"/>'
+                    '<inertia ixx="0.01" iyy="0.01" izz="0.01" ixy="0" ixz="0" iyz="0"/></inertial>'
+                    '<visual><geometry><box size="0.2 0.2 0.2"/></geometry></visual></link></robot>')
+    session.pause(wait=True)
+    assert "crate_body" not in driver.execute_script(LINK_OPTIONS)
+    driver.find_element(By.XPATH, "//*[normalize-space(text())='Spawn']").click()     # open the folder
+    field = wait_for(lambda: next((e for e in driver.find_elements(
+        By.XPATH, "//label[normalize-space(.)='Model file']/following::input[1]") if e.is_displayed()), None),
+        "the spawn folder's Model file field")
+    field.send_keys(f"{path}\n")
+    press(driver, "Spawn")
+    wait_for(lambda: "crate" in session.sim.entities, "the run to have the spawned model")
+    wait_for(lambda: "Spawned" in driver.page_source, "the panel to say the model was spawned")
+    # the view's process rebuilds its scene and lists from the world the run sent (slow on a busy machine)
+    wait_for(lambda: driver.execute_script(LINK_OPTIONS).count("crate_body") == 2,
+             "the page's Push and Follow link lists to name crate_body", timeout=300.0)
