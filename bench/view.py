@@ -2,7 +2,7 @@
 without the view and with the view and one browser connected (headless Chromium, WebGL in
 SwiftShader), side by side in one process, alternating:
 
-    python bench/view.py [--seconds S] [--rounds N] [--realtime-priority P]
+    python bench/view.py [--seconds S] [--rounds N] [--realtime-priority P] [--cpu K]
 
 Prints, for each configuration, the median over its rounds of
 - rtf 1: the achieved real-time factor and the step lateness p50 / p99 / max (per round, and
@@ -16,7 +16,9 @@ The browser draws WebGL in software here (SwiftShader: most of a core), where a 
 draws on a GPU or on another machine. By default it is therefore held to the last core and this
 process (physics) and the view's process to the others, in both configurations, so the comparison measures
 the view and not a software renderer competing for the simulation's core; --share-cores lets the
-browser run anywhere (the measure of a machine that also renders in software).
+browser run anywhere (the measure of a machine that also renders in software). --cpu K pins the
+physics thread to core K in both configurations (the run's `cpu`): then this process is not held
+to a core, and the view keeps its process and threads off core K itself.
 """
 import argparse
 import os
@@ -72,10 +74,13 @@ def browser_pids(driver):
     return sorted(tree)
 
 
-def session_for(rtf, seconds, priority, listeners=()):
+def session_for(rtf, seconds, priority, listeners=(), cpu=None):
     """The bundled world's Session, its lateness kept for every step of the run."""
     from mbsim_ros.run import Session, load_config, load_world, build_simulation
-    config = load_config(None, {"real_time_factor": rtf, "realtime_priority": priority})
+    overrides = {"real_time_factor": rtf, "realtime_priority": priority}
+    if cpu is not None:
+        overrides["cpu"] = cpu
+    config = load_config(None, overrides)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         models, _ = load_world(config)
@@ -92,9 +97,9 @@ def measured(session, seconds):
                 max=stats["lateness_max_ms"], steps_per_s=stats["steps"] / wall), session.runner.lateness()
 
 
-def one_run(rtf, seconds, priority):
+def one_run(rtf, seconds, priority, cpu=None):
     """The run without the view."""
-    session = session_for(rtf, seconds, priority)
+    session = session_for(rtf, seconds, priority, cpu=cpu)
     try:
         return measured(session, seconds)
     finally:
@@ -108,12 +113,14 @@ def main():
     parser.add_argument("--port", type=int, default=18765)
     parser.add_argument("--realtime-priority", type=int, default=0, metavar="P",
                         help="the physics thread under SCHED_FIFO at P in both configurations (docs/real-time.md)")
+    parser.add_argument("--cpu", type=int, default=None, metavar="K",
+                        help="the physics thread pinned to core K in both configurations (the run's cpu)")
     parser.add_argument("--share-cores", action="store_true",
                         help="the browser on any core (default: on the last core, this process on the others)")
     args = parser.parse_args()
     cores = sorted(os.sched_getaffinity(0))
     split = None if args.share_cores or len(cores) < 2 else (set(cores[:-1]), {cores[-1]})
-    if split:
+    if split and args.cpu is None:
         pin([os.getpid()], split[0])
     from browser import browser, wait_for
     from mbsim_ros.view.process import ViewProcess
@@ -125,17 +132,18 @@ def main():
             for rtf in (1.0, 0.0):
                 if with_view:
                     r, late = run_with_browser(ViewProcess(port=args.port), rtf, args.seconds, browser, wait_for,
-                                               split and split[1], args.realtime_priority)
+                                               split and split[1], args.realtime_priority, args.cpu)
                 else:
-                    r, late = one_run(rtf, args.seconds, args.realtime_priority)
+                    r, late = one_run(rtf, args.seconds, args.realtime_priority, args.cpu)
                 results.setdefault((with_view, rtf), []).append(r)
                 lateness.setdefault((with_view, rtf), []).append(late)
                 print(f"round {rnd + 1} {'view + browser' if with_view else 'no view':15} rtf {rtf:g}: "
                       + ", ".join(f"{k} {v:.4g}" for k, v in r.items()), flush=True)
     med = {k: {f: statistics.median(r[f] for r in v) for f in v[0]} for k, v in results.items()}
     load = os.getloadavg()[0]
-    where = (f"the browser on core {cores[-1]}, this process on {sorted(split[0])}" if split
-             else "the browser and this process on any core")
+    where = (f"the browser on core {cores[-1]}, " if split else "the browser on any core, ") + (
+        f"the physics thread on core {args.cpu}, the rest of this process on any core" if args.cpu is not None
+        else f"this process on {sorted(split[0])}" if split else "this process on any core")
     fifo = f"SCHED_FIFO {args.realtime_priority}" if args.realtime_priority else "normal priority"
     print(f"\nmedian of {args.rounds} rounds of {args.seconds:g} s, machine load {load_before:.1f} before, "
           f"{load:.1f} after ({os.cpu_count()} cores; {where}; the physics thread at {fifo}):")
@@ -155,11 +163,11 @@ def main():
           f"the browser (SwiftShader) {b['browser_cpu']:.2f} s")
 
 
-def run_with_browser(view, rtf, seconds, browser, wait_for, browser_cores=None, priority=0):
+def run_with_browser(view, rtf, seconds, browser, wait_for, browser_cores=None, priority=0, cpu=None):
     """The run with `view` (a ViewProcess) as its listener and a browser showing it, connected
     before it starts (the browser's processes held to browser_cores when given)."""
     from browser import button
-    session = session_for(rtf, seconds, priority, [view])
+    session = session_for(rtf, seconds, priority, [view], cpu)
     driver = browser()
     try:
         driver.get(view.url)

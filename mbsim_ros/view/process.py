@@ -51,6 +51,24 @@ def yield_to_the_run():
         pass
 
 
+def cores_besides(cpu):
+    """The cores other than `cpu`, where the physics thread is pinned (the run's `cpu`), for
+    the view's process and threads: off the physics thread's core, nothing of the view delays
+    its wake-ups. None when it is not pinned, or is on the only core allowed."""
+    if cpu is None or not hasattr(os, "sched_getaffinity"):
+        return None
+    return (set(os.sched_getaffinity(0)) - {cpu}) or None
+
+
+def keep_on(pid, cores):
+    """Every thread of process `pid` onto `cores` (the threads it starts later inherit it)."""
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            os.sched_setaffinity(int(tid), cores)
+    except OSError:
+        pass            # gone meanwhile: its end is reported where it is read
+
+
 def send_parts(conn, obj):
     """obj over conn: its pickle, then each of its arrays' bytes as they lie in memory (written
     by the kernel from the array: no copy under the interpreter's lock)."""
@@ -101,6 +119,7 @@ class ViewProcess:
         self._sent = {}                         # reading name -> the reading last sent
         self._images_due = 0.0
         self._sender = self._answerer = None
+        self._cores = None                      # where the view's process and threads run (None: anywhere)
         self._closed = False
         frames, frames_child = socket.socketpair()
         control, control_child = socket.socketpair()
@@ -150,6 +169,9 @@ class ViewProcess:
     def start(self, session):
         self.session = session
         sim = session.sim
+        self._cores = cores_besides(getattr(getattr(session, "runner", None), "cpu", None))
+        if self._cores:
+            keep_on(self.process.pid, self._cores)
         send_parts(self._frames, ("start", World(sim, 0), Snapshot(sim, 0)))
         self._sender = threading.Thread(target=self._send_loop, name="mbsim view sender", daemon=True)
         self._answerer = threading.Thread(target=self._answer_loop, name="mbsim view calls", daemon=True)
@@ -204,6 +226,8 @@ class ViewProcess:
     def _send_loop(self):
         # (at the run's own priority: a thread below it could be kept off the CPU while it
         # holds the interpreter's lock, and the physics thread would wait for it)
+        if self._cores:
+            os.sched_setaffinity(0, self._cores)        # this thread
         while True:
             self._wake.wait()
             self._wake.clear()
@@ -247,6 +271,8 @@ class ViewProcess:
         """The view's controls: a call on the Session, answered with its value or its error,
         until the view's process is gone (a view still building its page when the run ends
         waits for no answer that never comes)."""
+        if self._cores:
+            os.sched_setaffinity(0, self._cores)        # this thread
         while True:
             try:
                 kind, value = self._control.recv()

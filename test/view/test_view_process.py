@@ -20,9 +20,9 @@ from conftest import free_port  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def bundled_session(listeners):
+def bundled_session(listeners, **settings):
     from mbsim_ros.run import Session, build_simulation, load_config, load_world
-    config = load_config(None, {"real_time_factor": 1.0})
+    config = load_config(None, {"real_time_factor": 1.0, **settings})
     models, _ = load_world(config)
     return Session(build_simulation(models, config), config, listeners=listeners)
 
@@ -105,6 +105,36 @@ def test_a_port_in_use_is_a_view_error_and_no_process():
             ViewProcess(port=taken.getsockname()[1])
     finally:
         taken.close()
+
+
+def allowed_cores(tid):
+    with open(f"/proc/{tid}/status") as f:
+        text = next(line for line in f if line.startswith("Cpus_allowed_list:")).split(":")[1].strip()
+    cores = set()
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        cores.update(range(int(lo), int(hi or lo) + 1))
+    return cores
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="a physics thread pinned to the only core leaves "
+                    "the view nowhere else to go (this machine has one core)")
+def test_a_pinned_physics_thread_keeps_the_views_process_and_threads_off_its_core():
+    """The run's `cpu` K: every thread of the view's process, and the run's sender and calls
+    threads, may run on the other cores only, never on K."""
+    from mbsim_ros.view.process import ViewProcess
+    cpu = min(os.sched_getaffinity(0))
+    others = set(os.sched_getaffinity(0)) - {cpu}
+    view = ViewProcess(port=free_port())
+    session = bundled_session([view], cpu=cpu)
+    try:
+        child = [int(t) for t in os.listdir(f"/proc/{view.pid}/task")]
+        assert child and all(allowed_cores(t) == others for t in child)
+        for thread in (view._sender, view._answerer):
+            wait_for(lambda: allowed_cores(thread.native_id) == others, f"{thread.name} off core {cpu}", 30.0)
+        assert cpu in os.sched_getaffinity(0)           # the run's own other threads are left alone
+    finally:
+        session.close()
 
 
 @pytest.fixture(scope="module")
