@@ -68,6 +68,7 @@ setup(
     extras_require={
         # ground truth and peers for tests and bench/, never needed at run time
         "test": ["pytest>=7", "pytest-xdist>=3",     # -n: the suite on every core
+                 "pytest-timeout>=2",           # a hung test fails with its stack instead of stalling CI
                  "pin>=3.0", "mujoco>=3.0", "mcap-ros2-support>=0.5",
                  "gymnasium>=1.0", "dm_control>=1.0",     # their MJCF models: the MJCF loader's cases
                  "opensim>=4.5; platform_machine == 'x86_64'",    # ground truth for .osim

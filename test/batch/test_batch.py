@@ -364,17 +364,21 @@ def test_a_scenario_no_worker_survives_is_a_failed_row_not_a_failed_batch(warm, 
     import logging
     import dask
     from dask.distributed import Client, LocalCluster
-    with dask.config.set({"distributed.scheduler.allowed-failures": 0, "distributed.scheduler.worker-saturation": 1.0}):
+    # the whole test in the settings: the nanny restarts the dead worker during run_batch, and on a
+    # busy machine a worker's start (imports) outlasts the default 30 s connect timeout; a nanny
+    # that gave up would leave the batch waiting for a worker forever
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0, "distributed.scheduler.worker-saturation": 1.0,
+                          "distributed.comm.timeouts.connect": "300s", "distributed.comm.timeouts.tcp": "300s"}):
         cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
                                dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
-    client = Client(cluster)
-    try:
-        spec = prepare(load_spec(cart_spec(seeds=[0, 1, 2, 3, 4], parameters={"controller": {"values": [
-            "batch_helpers:push", "batch_helpers:die_always"]}})))
-        rows = run_batch(spec, str(tmp_path / "out"), client=client).to_pylist()
-    finally:
-        client.close()
-        cluster.close()
+        client = Client(cluster)
+        try:
+            spec = prepare(load_spec(cart_spec(seeds=[0, 1, 2, 3, 4], parameters={"controller": {"values": [
+                "batch_helpers:push", "batch_helpers:die_always"]}})))
+            rows = run_batch(spec, str(tmp_path / "out"), client=client).to_pylist()
+        finally:
+            client.close()
+            cluster.close()
     assert len(rows) == 10
     dead = [r for r in rows if r["controller"] == "batch_helpers:die_always"]
     alive = [r for r in rows if r["controller"] == "batch_helpers:push"]
