@@ -99,6 +99,8 @@ def press(driver, label, timeout=120.0):
         found = button(driver, label)
         if found is not None:
             try:
+                # in the panel's middle: at its edges the dock's resize handles take the click
+                driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", found)
                 found.click()
                 return
             except (ElementClickInterceptedException, ElementNotInteractableException,

@@ -233,10 +233,13 @@ def test_a_model_spawned_from_the_page_reaches_the_run_and_the_pages_lists(page,
                     '<visual><geometry><box size="0.2 0.2 0.2"/></geometry></visual></link></robot>')
     session.pause(wait=True)
     assert "crate_body" not in driver.execute_script(LINK_OPTIONS)
-    driver.find_element(By.XPATH, "//*[normalize-space(text())='Spawn']").click()     # open the folder
+    folder = driver.find_element(By.XPATH, "//*[normalize-space(text())='Spawn']")
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", folder)
+    folder.click()                                                      # open the folder
     field = wait_for(lambda: next((e for e in driver.find_elements(
         By.XPATH, "//label[normalize-space(.)='Model file']/following::input[1]") if e.is_displayed()), None),
         "the spawn folder's Model file field")
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", field)
     field.send_keys(f"{path}\n")
     press(driver, "Spawn")
     wait_for(lambda: "crate" in session.sim.entities, "the run to have the spawned model")
