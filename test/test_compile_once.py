@@ -75,9 +75,10 @@ def test_a_second_process_loads_the_simulation_kernels_without_compiling(fresh_c
 
 def test_mbsim_run_on_a_cold_cache_says_so_first_and_keeps_compilation_out_of_its_statistics(fresh_cache):
     """The Simulation test above filled the cache with the step kernel; the bundled world's
-    sensor, camera and range kernels are still to compile. Paced at a real-time factor of 0.05
-    (20 ms of wall time per 1 ms step, so that a loaded machine keeps up), a run whose clock
-    included compilation would show overruns and seconds of lateness."""
+    sensor, camera and range kernels are still to compile (seconds of CPU). Paced at a real-time
+    factor of 0.05 (20 ms of wall time per 1 ms step), a run whose clock included compilation
+    would show seconds of lateness; a busy machine alone delays a step by tens of ms (a CI run
+    saw 24.7 ms, one overrun), so the bound is a second, far from both."""
     env = dict(os.environ, MBSIM_CACHE_DIR=fresh_cache, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1")
     out = subprocess.run([sys.executable, "-m", "mbsim_ros.cli", "run", "--duration", "0.05", "--rtf", "0.05",
                           "--transport", "none"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -87,10 +88,12 @@ def test_mbsim_run_on_a_cold_cache_says_so_first_and_keeps_compilation_out_of_it
     assert lines[0].startswith("compiling the numba kernels (first run"), lines[:3]
     assert any(line.startswith("compiled ") and "functions in" in line for line in lines)
     summary = next(line for line in lines if line.startswith("steps:"))
-    assert "overruns: 0 " in summary, summary
+    compiled = next(line for line in lines if line.startswith("compiled "))
     lateness = summary.split("lateness ")[1].split(": ")[1].split()[0]     # mean/.../max in ms
     lateness_max_ms = float(lateness.split("/")[-1])
-    assert lateness_max_ms < 20.0, summary         # below one paced period
+    compile_cpu_s = float(compiled.split(" functions in ")[1].split()[0])
+    assert compile_cpu_s >= 2.0, compiled          # long enough to show in the lateness, were it there
+    assert lateness_max_ms < 1000.0, (compiled, summary)
     again = subprocess.run([sys.executable, "-m", "mbsim_ros.cli", "run", "--duration", "0.01", "--rtf", "0",
                             "--transport", "none", "--quiet"], env=env, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True, timeout=3000, cwd=str(REPO))
