@@ -63,11 +63,13 @@ CONTACT_METHODS = {"none": CONTACT_NONE, "lcp": CONTACT_LCP, "penalty": CONTACT_
 # (apply_impulses) instead of ABA
 DENSE_ROOT = -2
 
-# problems of at least ITERATIVE_ROWS rows (and a mass matrix with inertia in every direction) are
-# solved by Gauss-Seidel first (gauss_seidel.py), by the pivoting solver when ITERATIVE_SWEEPS
-# sweeps did not reach ITERATIVE_TOLERANCE
+# problems of at least ITERATIVE_ROWS rows, none of them bilateral (loops, locks, motors: chains
+# of them converge slowly and must hold tight), with inertia in every direction, are solved by
+# Gauss-Seidel first (gauss_seidel.py), by the pivoting solver when ITERATIVE_SWEEPS sweeps did
+# not reach ITERATIVE_TOLERANCE (a warm-started steady contact converges in a few sweeps; more
+# rarely pays: what does not converge in 10 mostly does not in 1000)
 ITERATIVE_ROWS = 16
-ITERATIVE_SWEEPS = 50
+ITERATIVE_SWEEPS = 10
 ITERATIVE_TOLERANCE = 1e-4
 
 Options = namedtuple("Options", [
@@ -827,8 +829,8 @@ def apply_impulses(t, d, r, s, v, m, ncontact, cfm, dt, pgs_iterations, pgs_tole
                    iterative_sweeps, iterative_tolerance, lf, li):
     """Solve the LCP of rows 0..m-1 and add the impulse response to v (v* -> v+).
 
-    From iterative_rows rows on, Gauss-Seidel on the rows (gauss_seidel.py, from the warm start
-    in s.x) solves it when it converges to iterative_tolerance within iterative_sweeps sweeps;
+    From iterative_rows rows on, none bilateral, Gauss-Seidel on the rows (gauss_seidel.py, from
+    the warm start in s.x) solves it when it converges to iterative_tolerance within iterative_sweeps sweeps;
     else, and for fewer rows, the pivoting solver (lcp.py) on A = J M^-1 J^T.
 
     With a singular mass matrix (r.dof_parent[0] == DENSE_ROOT) v comes in as v_prev and d.qdd
@@ -891,7 +893,10 @@ def apply_impulses(t, d, r, s, v, m, ncontact, cfm, dt, pgs_iterations, pgs_tole
             s.b[i] = 0.0
         else:
             s.b[i] -= jv          # b = target - J v*
-    if m >= iterative_rows and not dense:
+    bilateral = False
+    for i in range(m):
+        bilateral = bilateral or (s.lo[i] == -math.inf and s.hi[i] == math.inf)
+    if m >= iterative_rows and not dense and not bilateral:
         sweeps = gauss_seidel(s.J, s.Y, s.row_lo, s.row_hi, s.diag, s.b, s.lo, s.hi, s.findex, m, cfm, s.x,
                               s.u, s.u_before, iterative_sweeps, iterative_tolerance)
         s.stats[STAT_GS_SWEEPS] = sweeps

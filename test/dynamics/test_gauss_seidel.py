@@ -7,7 +7,6 @@ problem's velocity scale (here about 0.1 m/s: a 1 kg box's corner impulse respon
 velocities it leaves differ from the exact ones by about 1e-5 m/s; a wrong impulse (a sign, a
 missing term) is off by g dt ~ 1e-2 m/s."""
 import numpy as np
-import pytest
 
 import mbsim_ros as mb
 from mbsim_ros.dynamics.constraints import GAUSS_SEIDEL, ITERATIVE_ROWS
