@@ -67,8 +67,10 @@ DENSE_ROOT = -2
 # of them converge slowly and must hold tight), with inertia in every direction, are solved by
 # Gauss-Seidel first (gauss_seidel.py), by the pivoting solver when ITERATIVE_SWEEPS sweeps did
 # not reach ITERATIVE_TOLERANCE (a warm-started steady contact converges in a few sweeps; more
-# rarely pays: what does not converge in 10 mostly does not in 1000)
-ITERATIVE_ROWS = 16
+# rarely pays: what does not converge in 10 mostly does not in 1000). 30 rows: a robot's feet on
+# the ground (SR1: 8 contacts, 28 rows, light feet under a heavy trunk) seldom converge in 10
+# sweeps, and the pivoting solver is fast at that size; a ten-contact grasp and a stack do.
+ITERATIVE_ROWS = 30
 ITERATIVE_SWEEPS = 10
 ITERATIVE_TOLERANCE = 1e-4
 

@@ -78,7 +78,7 @@ class Physics:
     above it); contact_margin 0 m; contact_stiffness 1e5 N/m and contact_damping 1e3 N s/m
     (penalty contact per point); friction_velocity 1e-3 (regularized Coulomb friction, joints
     and penalty contact); pgs_iterations 30, pgs_tolerance 1e-6 (the pivoting LCP's fallback);
-    iterative_rows 16, iterative_sweeps 10, iterative_tolerance 1e-4: problems of at least
+    iterative_rows 30, iterative_sweeps 10, iterative_tolerance 1e-4: problems of at least
     iterative_rows rows, none bilateral, go to warm-started Gauss-Seidel first (gauss_seidel.py), to the
     pivoting LCP when it did not converge in iterative_sweeps sweeps.
 

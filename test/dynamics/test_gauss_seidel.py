@@ -3,9 +3,9 @@ the answer of the exact pivoting solver: checked against statics (each layer of 
 the weight above it) and against the pivoting solver itself on the same state.
 
 Tolerances: Gauss-Seidel stops when no row moves by more than ITERATIVE_TOLERANCE (1e-4) of the
-problem's velocity scale (here about 0.1 m/s: a 1 kg box's corner impulse response), so the
-velocities it leaves differ from the exact ones by about 1e-5 m/s; a wrong impulse (a sign, a
-missing term) is off by g dt ~ 1e-2 m/s."""
+problem's velocity scale (here about 0.1 m/s: a 1 kg box's corner impulse response) in a
+sweep; the stack's slow modes leave its velocities up to 1e-4 m/s and 6e-4 rad/s from the exact
+ones (measured), held to 1e-3; a wrong impulse (a sign, a missing term) is off by g dt ~ 1e-2."""
 import numpy as np
 
 import mbsim_ros as mb
@@ -46,7 +46,7 @@ def test_gauss_seidel_gives_the_pivoting_solvers_velocities():
     pivoting.step()
     assert iterative.stats()["lcp_status"] == GAUSS_SEIDEL
     assert pivoting.stats()["lcp_status"] == 0
-    np.testing.assert_allclose(iterative.v, pivoting.v, atol=5e-5)
+    np.testing.assert_allclose(iterative.v, pivoting.v, atol=1e-3)      # m/s and rad/s
 
 
 def test_steps_repeat_bit_for_bit():
