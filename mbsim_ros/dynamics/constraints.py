@@ -37,6 +37,7 @@ import numpy as np
 from ..model import ModelError
 from . import kernels
 from .kernels import copy_into, crba, inline, internal, kernel
+from .gauss_seidel import gauss_seidel, row_range, tree_ranges
 from .lcp import lcp_workspace_size, solve_boxed_lcp
 
 # loop closure kinds -> rows
@@ -62,14 +63,27 @@ CONTACT_METHODS = {"none": CONTACT_NONE, "lcp": CONTACT_LCP, "penalty": CONTACT_
 # (apply_impulses) instead of ABA
 DENSE_ROOT = -2
 
+# problems of at least ITERATIVE_ROWS rows, none of them bilateral (loops, locks, motors: chains
+# of them converge slowly and must hold tight), with inertia in every direction, are solved by
+# Gauss-Seidel first (gauss_seidel.py), by the pivoting solver when ITERATIVE_SWEEPS sweeps did
+# not reach ITERATIVE_TOLERANCE (a warm-started steady contact converges in a few sweeps; more
+# rarely pays: what does not converge in 10 mostly does not in 1000). 30 rows: a robot's feet on
+# the ground (SR1: 8 contacts, 28 rows, light feet under a heavy trunk) seldom converge in 10
+# sweeps, and the pivoting solver is fast at that size; a ten-contact grasp and a stack do.
+ITERATIVE_ROWS = 30
+ITERATIVE_SWEEPS = 10
+ITERATIVE_TOLERANCE = 1e-4
+
 Options = namedtuple("Options", [
     "contact_method", "erp", "max_erv", "cfm", "joint_erp", "bounce_velocity", "contact_margin",
     "contact_stiffness", "contact_damping", "friction_velocity", "pgs_iterations", "pgs_tolerance",
+    "iterative_rows", "iterative_sweeps", "iterative_tolerance",
 ])
 OPTIONS_DEFAULTS = dict(contact_method="lcp", erp=0.01, max_erv=1e-3, cfm=1e-5, joint_erp=0.2,
                         bounce_velocity=0.1, contact_margin=0.0, contact_stiffness=1e5,
                         contact_damping=1e3, friction_velocity=1e-3, pgs_iterations=30,
-                        pgs_tolerance=1e-6)
+                        pgs_tolerance=1e-6, iterative_rows=ITERATIVE_ROWS, iterative_sweeps=ITERATIVE_SWEEPS,
+                        iterative_tolerance=ITERATIVE_TOLERANCE)
 
 # static rules (what to constrain), carved from (rf, ri)
 Rules = namedtuple("Rules", [
@@ -93,14 +107,21 @@ Solver = namedtuple("Solver", [
     "scratch",         # f8[8,3]
     "cdir",            # f8[maxc,3,3] contact frame rows: normal, tangent 1, tangent 2 (world)
     "cforce",          # f8[maxc,3] force on body a (world)
-    "cprev_point", "cprev_x",    # f8[maxc,3] last step's contacts for warm starts
+    "cprev_point", "cprev_x",    # f8[maxc,3] last step's contacts for warm starts: point, impulse (world)
+    "diag",            # f8[mmax] A_ii (1 + cfm), 0 for a row no motion changes
+    "u", "u_before",   # f8[nv] Gauss-Seidel's velocity change sum_i Y_i x_i, and before a sweep
     "loop_x",          # f8[nlooprows] last step's loop impulses
     "findex", "row_kind", "row_src",   # int64[mmax]
     "csel",            # int64[maxc] which detected contacts became rows
+    "row_lo", "row_hi",          # int64[mmax] the DOF range of a row's J and Y (gauss_seidel.py)
+    "tree_start", "tree_end",    # int64[nv] the DOF range of each DOF's tree
     "cprev_geom",      # int64[maxc,2]
-    "stats",           # int64[8]: ncon used, m, last LCP status, PGS fallbacks, PGS failures, contacts dropped, nprev
+    "stats",           # int64[9]: ncon used, m, last LCP status, PGS fallbacks, PGS failures, contacts dropped,
+                       # nprev, Gauss-Seidel solves left to the pivoting solver, the last one's sweeps
 ])
-STAT_NCON, STAT_ROWS, STAT_STATUS, STAT_FALLBACKS, STAT_FAILURES, STAT_DROPPED, STAT_NPREV = range(7)
+(STAT_NCON, STAT_ROWS, STAT_STATUS, STAT_FALLBACKS, STAT_FAILURES, STAT_DROPPED, STAT_NPREV, STAT_GS_UNCONVERGED,
+ STAT_GS_SWEEPS) = range(9)
+GAUSS_SEIDEL = 3     # STAT_STATUS after Gauss-Seidel converged (solve_boxed_lcp's are 0, 1, 2)
 
 
 # Layouts: {field: length} in carve order, float and int buffer (as kernels.tree_layout).
@@ -123,8 +144,9 @@ def solver_layout(mmax, nv, maxc, nlooprows):
     """carve_solver's fields: (float {field: length}, int {field: length})."""
     floats = dict(J=mmax * nv, Y=mmax * nv, A=mmax * mmax, b=mmax, lo=mmax, hi=mmax, x=mmax, w=mmax, tau_applied=nv,
                   scratch=24, cdir=9 * maxc, cforce=3 * maxc, cprev_point=3 * maxc, cprev_x=3 * maxc,
-                  loop_x=nlooprows)
-    ints = dict(findex=mmax, row_kind=mmax, row_src=mmax, csel=maxc, cprev_geom=2 * maxc, stats=8)
+                  loop_x=nlooprows, diag=mmax, u=nv, u_before=nv)
+    ints = dict(findex=mmax, row_kind=mmax, row_src=mmax, csel=maxc, row_lo=mmax, row_hi=mmax, tree_start=nv,
+                tree_end=nv, cprev_geom=2 * maxc, stats=9)
     return floats, ints
 
 
@@ -182,15 +204,23 @@ def carve_solver(sf, si, mmax, nv, maxc, nlooprows):
     cprev_point = sf[o:o + 3 * maxc].reshape((maxc, 3)); o += 3 * maxc
     cprev_x = sf[o:o + 3 * maxc].reshape((maxc, 3)); o += 3 * maxc
     loop_x = sf[o:o + nlooprows]; o += nlooprows
+    diag = sf[o:o + mmax]; o += mmax
+    u = sf[o:o + nv]; o += nv
+    u_before = sf[o:o + nv]; o += nv
     k = 0
     findex = si[k:k + mmax]; k += mmax
     row_kind = si[k:k + mmax]; k += mmax
     row_src = si[k:k + mmax]; k += mmax
     csel = si[k:k + maxc]; k += maxc
+    row_lo = si[k:k + mmax]; k += mmax
+    row_hi = si[k:k + mmax]; k += mmax
+    tree_start = si[k:k + nv]; k += nv
+    tree_end = si[k:k + nv]; k += nv
     cprev_geom = si[k:k + 2 * maxc].reshape((maxc, 2)); k += 2 * maxc
-    stats = si[k:k + 8]; k += 8
+    stats = si[k:k + 9]; k += 9
     solver = Solver(J, Y, A, b, lo, hi, x, w, tau_applied, scratch, cdir, cforce, cprev_point,
-                    cprev_x, loop_x, findex, row_kind, row_src, csel, cprev_geom, stats)
+                    cprev_x, diag, u, u_before, loop_x, findex, row_kind, row_src, csel, row_lo, row_hi, tree_start,
+                    tree_end, cprev_geom, stats)
     return solver, o, k
 
 
@@ -735,15 +765,21 @@ def _factor_tree(r, H):
 @internal
 def _solve_tree(r, H, x):
     """x <- H^-1 x with H factored by _factor_tree."""
-    nv = H.shape[0]
-    for i in range(nv - 1, -1, -1):
+    _solve_trees(r, H, x, 0, H.shape[0])
+
+
+@internal
+def _solve_trees(r, H, x, lo, hi):
+    """_solve_tree for an x that is zero outside DOFs lo..hi-1, whole trees (gauss_seidel.row_range):
+    H^-1 x is zero there too, so only those DOFs are computed."""
+    for i in range(hi - 1, lo - 1, -1):
         j = r.dof_parent[i]
         while j >= 0:
             x[j] -= H[i, j] * x[i]
             j = r.dof_parent[j]
-    for i in range(nv):
+    for i in range(lo, hi):
         x[i] /= H[i, i]
-    for i in range(nv):
+    for i in range(lo, hi):
         j = r.dof_parent[i]
         while j >= 0:
             x[i] -= H[i, j] * x[j]
@@ -754,7 +790,8 @@ def _solve_tree(r, H, x):
 @internal
 def warm_start_contacts(s, c, ncontact, m):
     """x from last step for the contact rows: matched by geom pair and nearest point (within
-    1 cm); every other row starts at zero (the step restores the loop rows itself)."""
+    1 cm), its impulse (world) in this step's contact frame; every other row starts at zero (the
+    step restores the loop rows itself)."""
     for i in range(m):
         s.x[i] = 0.0
     nprev = s.stats[STAT_NPREV]
@@ -772,8 +809,8 @@ def warm_start_contacts(s, c, ncontact, m):
                     best_d2 = d2
                     best = j
         if best >= 0:
-            # only the normal impulse carries over: the friction basis turns with the sliding
-            s.x[3 * k] = s.cprev_x[best, 0]
+            for row in range(3):
+                s.x[3 * k + row] = _dot3(s.cprev_x[best], s.cdir[k, row])
 
 
 @internal
@@ -784,13 +821,19 @@ def remember_contacts(s, c, ncontact):
         s.cprev_geom[k, 1] = c.geom[ci, 1]
         for a in range(3):
             s.cprev_point[k, a] = c.point[ci, a]
-            s.cprev_x[k, a] = s.x[3 * k + a]
+            s.cprev_x[k, a] = (s.x[3 * k] * s.cdir[k, 0, a] + s.x[3 * k + 1] * s.cdir[k, 1, a]
+                               + s.x[3 * k + 2] * s.cdir[k, 2, a])
     s.stats[STAT_NPREV] = ncontact
 
 
 @internal
-def apply_impulses(t, d, r, s, v, m, ncontact, cfm, dt, pgs_iterations, pgs_tolerance, lf, li):
+def apply_impulses(t, d, r, s, v, m, ncontact, cfm, dt, pgs_iterations, pgs_tolerance, iterative_rows,
+                   iterative_sweeps, iterative_tolerance, lf, li):
     """Solve the LCP of rows 0..m-1 and add the impulse response to v (v* -> v+).
+
+    From iterative_rows rows on, none bilateral, Gauss-Seidel on the rows (gauss_seidel.py, from
+    the warm start in s.x) solves it when it converges to iterative_tolerance within iterative_sweeps sweeps;
+    else, and for fewer rows, the pivoting solver (lcp.py) on A = J M^-1 J^T.
 
     With a singular mass matrix (r.dof_parent[0] == DENSE_ROOT) v comes in as v_prev and d.qdd
     as the force tau - C(q, v) (the step skipped ABA): H~ = H + rho sum J_e^T J_e over the
@@ -830,33 +873,61 @@ def apply_impulses(t, d, r, s, v, m, ncontact, cfm, dt, pgs_iterations, pgs_tole
             v[j] += dt * d.qdd[j]
         if m == 0:
             return
+    tree_ranges(r.dof_parent, s.tree_start, s.tree_end)
     for i in range(m):
+        Ji = s.J[i]
+        lo_i, hi_i = row_range(Ji, s.tree_start, s.tree_end)
+        s.row_lo[i] = lo_i
+        s.row_hi[i] = hi_i
         Y = s.Y[i]
-        copy_into(Y, s.J[i])
-        _solve_tree(r, H, Y)
+        copy_into(Y, Ji)
+        _solve_trees(r, H, Y, lo_i, hi_i)
+        a_ii = 0.0
+        jv = 0.0
+        for j in range(lo_i, hi_i):
+            a_ii += Ji[j] * Y[j]
+            jv += Ji[j] * v[j]
+        s.diag[i] = a_ii * (1.0 + cfm)
+        if s.diag[i] <= 1e-14:
+            # a row no motion can change (e.g. the out-of-plane row of a ball closure in a
+            # planar linkage): it constrains nothing, so it gets no impulse
+            s.diag[i] = 0.0
+            s.b[i] = 0.0
+        else:
+            s.b[i] -= jv          # b = target - J v*
+    bilateral = False
+    for i in range(m):
+        bilateral = bilateral or (s.lo[i] == -math.inf and s.hi[i] == math.inf)
+    if m >= iterative_rows and not dense and not bilateral:
+        sweeps = gauss_seidel(s.J, s.Y, s.row_lo, s.row_hi, s.diag, s.b, s.lo, s.hi, s.findex, m, cfm, s.x,
+                              s.u, s.u_before, iterative_sweeps, iterative_tolerance)
+        s.stats[STAT_GS_SWEEPS] = sweeps
+        if sweeps > 0:
+            s.stats[STAT_STATUS] = GAUSS_SEIDEL
+            for j in range(nv):
+                v[j] += s.u[j]
+            _contact_forces(s, ncontact, dt)
+            return
+        s.stats[STAT_GS_UNCONVERGED] += 1
+    _solve_pivoting(s, v, m, pgs_iterations, pgs_tolerance, lf, li)
+    _contact_forces(s, ncontact, dt)
+
+
+@internal
+def _solve_pivoting(s, v, m, pgs_iterations, pgs_tolerance, lf, li):
+    """The rows' LCP by lcp.solve_boxed_lcp on A = J Y^T (J_i Y_k over the rows' common DOFs),
+    then v += Y^T x."""
     for i in range(m):
         Ji = s.J[i]
         for k in range(i, m):
-            Yk = s.Y[k]
             acc = 0.0
-            for j in range(nv):
-                acc += Ji[j] * Yk[j]
+            if s.diag[i] > 0.0 and s.diag[k] > 0.0:
+                Yk = s.Y[k]
+                for j in range(max(s.row_lo[i], s.row_lo[k]), min(s.row_hi[i], s.row_hi[k])):
+                    acc += Ji[j] * Yk[j]
             s.A[i, k] = acc
             s.A[k, i] = acc
-        s.A[i, i] *= 1.0 + cfm
-        if s.A[i, i] <= 1e-14:
-            # a row no motion can change (e.g. the out-of-plane row of a ball closure in a
-            # planar linkage): it constrains nothing, so it gets no impulse
-            for k in range(m):
-                s.A[i, k] = 0.0
-                s.A[k, i] = 0.0
-            s.A[i, i] = 1.0
-            s.b[i] = 0.0
-            continue
-        jv = 0.0
-        for j in range(nv):
-            jv += Ji[j] * v[j]
-        s.b[i] -= jv          # b = target - J v*
+        s.A[i, i] = s.diag[i] if s.diag[i] > 0.0 else 1.0
     status = solve_boxed_lcp(s.A, s.b, s.lo, s.hi, s.findex, m, s.x, s.w, lf, li,
                              pgs_iterations, pgs_tolerance)
     s.stats[STAT_STATUS] = status
@@ -864,12 +935,18 @@ def apply_impulses(t, d, r, s, v, m, ncontact, cfm, dt, pgs_iterations, pgs_tole
         s.stats[STAT_FALLBACKS] += 1
     elif status == 2:
         s.stats[STAT_FAILURES] += 1
+    nv = v.shape[0]
     for i in range(m):
         xi = s.x[i]
         if xi != 0.0:
             Y = s.Y[i]
             for j in range(nv):
                 v[j] += xi * Y[j]
+
+
+@internal
+def _contact_forces(s, ncontact, dt):
+    """s.cforce: each contact's force on body a (world) from its impulses."""
     for k in range(ncontact):
         for a in range(3):
             s.cforce[k, a] = (s.x[3 * k] * s.cdir[k, 0, a] + s.x[3 * k + 1] * s.cdir[k, 1, a]

@@ -16,7 +16,8 @@ from .assembly import ASSEMBLY_TOL, assemble
 from .compiled import (MASSLESS_BOUND, bound_massless_leaves, check_movable, compile_models, constrained_massless,
                        massless_joints)
 from .constraints import (CONTACT_LCP, CONTACT_PENALTY, OPTIONS_DEFAULTS, STAT_DROPPED, STAT_FAILURES,
-                          STAT_FALLBACKS, STAT_NCON, STAT_ROWS, STAT_STATUS, ConstraintSet, options_array)
+                          STAT_FALLBACKS, STAT_GS_SWEEPS, STAT_GS_UNCONVERGED, STAT_NCON, STAT_ROWS, STAT_STATUS, ConstraintSet,
+                          options_array)
 from .forces import H_ENABLED, ForceSet
 from .step import applied_forces_kernel, step_rk4, step_semi_implicit_euler
 
@@ -76,7 +77,10 @@ class Physics:
     joint_erp 0.2 for limits, locks and loops; bounce_velocity 0.1 m/s (restitution applies
     above it); contact_margin 0 m; contact_stiffness 1e5 N/m and contact_damping 1e3 N s/m
     (penalty contact per point); friction_velocity 1e-3 (regularized Coulomb friction, joints
-    and penalty contact); pgs_iterations 30, pgs_tolerance 1e-6 (the LCP's fallback).
+    and penalty contact); pgs_iterations 30, pgs_tolerance 1e-6 (the pivoting LCP's fallback);
+    iterative_rows 30, iterative_sweeps 10, iterative_tolerance 1e-4: problems of at least
+    iterative_rows rows, none bilateral, go to warm-started Gauss-Seidel first (gauss_seidel.py), to the
+    pivoting LCP when it did not converge in iterative_sweeps sweeps.
 
     A joint that moves only links with no mass or inertia (and has no rotor inertia) has no
     acceleration under forces. Where those links are a leaf no constraint touches (a gripper
@@ -636,11 +640,14 @@ class Physics:
 
     def stats(self):
         """Solver counters of the last step and totals: contacts, rows, LCP status (0 Dantzig,
-        1 PGS fallback, 2 not converged), fallbacks and failures so far, contacts dropped."""
+        1 PGS fallback, 2 not converged, 3 Gauss-Seidel on a large problem), fallbacks and
+        failures so far, contacts dropped, large problems Gauss-Seidel left to Dantzig so far, the
+        last Gauss-Seidel's sweeps (-1: not converged)."""
         s = self.constraints.solver.stats
         return dict(contacts=int(s[STAT_NCON]), rows=int(s[STAT_ROWS]), lcp_status=int(s[STAT_STATUS]),
                     pgs_fallbacks=int(s[STAT_FALLBACKS]), pgs_failures=int(s[STAT_FAILURES]),
-                    contacts_dropped=int(s[STAT_DROPPED]))
+                    contacts_dropped=int(s[STAT_DROPPED]), iterative_unconverged=int(s[STAT_GS_UNCONVERGED]),
+                    iterative_sweeps=int(s[STAT_GS_SWEEPS]))
 
 
 def blow_up_message(joint, t, dt):

@@ -133,7 +133,7 @@ def _carve_world(tree, data, geoms, contacts, rules, solver, forces, options):
     r, _, _ = carve_rules(rf, ri, nv, nloop)
     s, _, _ = carve_solver(sf, si, mmax, nv, ccap, nlooprows)
     o = options
-    opt = Options(o[0], o[1], o[2], o[3], o[4], o[5], o[6], o[7], o[8], o[9], o[10], o[11])
+    opt = Options(o[0], o[1], o[2], o[3], o[4], o[5], o[6], o[7], o[8], o[9], o[10], o[11], o[12], o[13], o[14])
     fe = forces_or_none(forces)
     return t, d, g, c, r, s, opt, fe
 
@@ -199,7 +199,8 @@ def step_semi_implicit_euler(tree, data, geoms, contacts, rules, solver, forces,
             for i in range(loop0, m):
                 s.x[i] = s.loop_x[i - loop0]
             apply_impulses(t, d, r, s, v, m, ncontact, opt.cfm, dt, int(opt.pgs_iterations),
-                            opt.pgs_tolerance, lf, li)
+                           opt.pgs_tolerance, int(opt.iterative_rows), int(opt.iterative_sweeps),
+                           opt.iterative_tolerance, lf, li)
             remember_contacts(s, c, ncontact)
             for i in range(loop0, m):
                 s.loop_x[i - loop0] = s.x[i]
