@@ -36,7 +36,7 @@ import numpy as np
 
 from ..model import ModelError
 from . import kernels
-from .kernels import copy_into, crba, inline, internal, kernel
+from .kernels import aba_solve, copy_into, crba, inline, internal, kernel, world_poses
 from .lcp import lcp_workspace_size, solve_boxed_lcp
 
 # loop closure kinds -> rows
@@ -61,6 +61,7 @@ CONTACT_METHODS = {"none": CONTACT_NONE, "lcp": CONTACT_LCP, "penalty": CONTACT_
 # factors a dense matrix, and the step solves the free motion with the constraint rows
 # (apply_impulses) instead of ABA
 DENSE_ROOT = -2
+ABA_SOLVE_ROWS = 4      # apply_impulses: up to this many rows without contact, H^-1 J^T by aba_solve
 
 Options = namedtuple("Options", [
     "contact_method", "erp", "max_erv", "cfm", "joint_erp", "bounce_velocity", "contact_margin",
@@ -789,8 +790,13 @@ def remember_contacts(s, c, ncontact):
 
 
 @internal
-def apply_impulses(t, d, r, s, v, m, ncontact, cfm, dt, pgs_iterations, pgs_tolerance, lf, li):
-    """Solve the LCP of rows 0..m-1 and add the impulse response to v (v* -> v+).
+def apply_impulses(t, d, r, s, v, m, ncontact, cfm, dt, pgs_iterations, pgs_tolerance, lf, li, poses):
+    """Solve the LCP of rows 0..m-1 and add the impulse response to v (v* -> v+). poses: the
+    world body poses (Data.Rw, pw) are up to date (else computed here when CRBA needs them).
+
+    Up to ABA_SOLVE_ROWS rows and no contact (joint limits, locks, a drive: a step of a robot
+    that nears a limit), H^-1 J^T comes row by row from the articulated inertias the step's ABA
+    left (aba_solve, O(n) each); otherwise from H by CRBA and its factor along the tree.
 
     With a singular mass matrix (r.dof_parent[0] == DENSE_ROOT) v comes in as v_prev and d.qdd
     as the force tau - C(q, v) (the step skipped ABA): H~ = H + rho sum J_e^T J_e over the
@@ -802,6 +808,13 @@ def apply_impulses(t, d, r, s, v, m, ncontact, cfm, dt, pgs_iterations, pgs_tole
     nv = v.shape[0]
     H = d.M
     dense = nv > 0 and r.dof_parent[0] == DENSE_ROOT
+    if not dense and ncontact == 0 and m <= ABA_SOLVE_ROWS:
+        for i in range(m):
+            aba_solve(t, d, s.J[i], s.Y[i])
+        _solve_rows(d, s, v, m, ncontact, cfm, dt, pgs_iterations, pgs_tolerance, lf, li)
+        return
+    if not poses:
+        world_poses(t, d)
     if dense:
         H[:, :] = 0.0     # crba writes the tree's entries only; the dense factor filled the rest
     crba(t, d, H)
@@ -834,6 +847,13 @@ def apply_impulses(t, d, r, s, v, m, ncontact, cfm, dt, pgs_iterations, pgs_tole
         Y = s.Y[i]
         copy_into(Y, s.J[i])
         _solve_tree(r, H, Y)
+    _solve_rows(d, s, v, m, ncontact, cfm, dt, pgs_iterations, pgs_tolerance, lf, li)
+
+
+@internal
+def _solve_rows(d, s, v, m, ncontact, cfm, dt, pgs_iterations, pgs_tolerance, lf, li):
+    """With Y = H^-1 J^T: the LCP A = J Y, b = target - J v*, and v += Y x."""
+    nv = v.shape[0]
     for i in range(m):
         Ji = s.J[i]
         for k in range(i, m):
