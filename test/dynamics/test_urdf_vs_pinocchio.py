@@ -10,7 +10,7 @@ import pinocchio as pin
 import pytest
 
 import mbsim_ros as mb
-from conftest import shared_models
+from conftest import shared_model, shared_models
 
 URDFS = shared_models("urdf", "*.urdf")
 
@@ -92,7 +92,7 @@ def test_a_step_into_joint_limits_gives_pinocchios_constrained_velocities(at_lim
     every DOF as v* + M^-1 J^T x with Pinocchio's ABA and M^-1 (x solving J v+ = target with
     the solver's cfm). Up to constraints.ABA_SOLVE_ROWS rows the step solves them from ABA's
     articulated inertias, above from CRBA and its factor: both paths are checked."""
-    path = next(p for p in URDFS if p.name == "SR1.urdf")
+    path = shared_model("urdf", "SR1.urdf")
     model, pm = load_both(path, True)
     pd = pm.createData()
     maps = mapping(model, pm)
