@@ -8,34 +8,50 @@ import sys
 import time
 
 
-def time_per_call(fn, *args, batches=7, batch_seconds=0.02, warmup=3, setup=None):
+def time_per_call(fn, *args, batches=7, batch_seconds=0.02, warmup=3, setup=None, clock=time.perf_counter):
     """Best (smallest) per-call time in seconds of fn(*args), over `batches` timed batches.
 
     After `warmup` untimed calls (numba compiles on the first one), the number of calls per
     batch doubles until one batch takes at least `batch_seconds`; then `batches` batches of
-    that many calls are timed with time.perf_counter and the best batch wins. Loop and call
+    that many calls are timed with `clock` and the best batch wins. Loop and call
     overhead from Python is included, the same for every engine. `setup()`, if given, runs
-    untimed before each timed batch (e.g. to reset a simulation to the bench state).
+    untimed before each timed batch (e.g. to reset a simulation to the bench state). `clock`:
+    time.thread_time leaves out the time the thread waits for a core on a busy machine (for
+    calls that run on the calling thread alone).
     """
+    return time_side_by_side({0: (fn, args, setup)}, batches, batch_seconds, warmup, clock)[0]
+
+
+def time_side_by_side(calls, batches=7, batch_seconds=0.02, warmup=3, clock=time.perf_counter):
+    """{key: best per-call seconds} for calls = {key: (fn, args, setup or None)}, each timed as
+    time_per_call times one call, but with the batches taken in turn (one batch of every call
+    per round): a load that comes and goes reaches every call alike, so the ratios between
+    them stay fair on a busy machine."""
+    counts = {key: _calls_per_batch(fn, args, batch_seconds, warmup, clock) for key, (fn, args, _) in calls.items()}
+    best = dict.fromkeys(calls, float("inf"))
+    for _ in range(batches):
+        for key, (fn, args, setup) in calls.items():
+            if setup is not None:
+                setup()
+            n = counts[key]
+            t = clock()
+            for _ in range(n):
+                fn(*args)
+            best[key] = min(best[key], (clock() - t) / n)
+    return best
+
+
+def _calls_per_batch(fn, args, batch_seconds, warmup, clock):
     for _ in range(warmup):
         fn(*args)
     n = 1
     while True:
-        t = time.perf_counter()
+        t = clock()
         for _ in range(n):
             fn(*args)
-        if time.perf_counter() - t >= batch_seconds:
-            break
+        if clock() - t >= batch_seconds:
+            return n
         n *= 2
-    best = float("inf")
-    for _ in range(batches):
-        if setup is not None:
-            setup()
-        t = time.perf_counter()
-        for _ in range(n):
-            fn(*args)
-        best = min(best, (time.perf_counter() - t) / n)
-    return best
 
 
 @contextlib.contextmanager

@@ -18,15 +18,17 @@ _DYNAMICS = ("BatchSimulation", "center_of_mass", "forward_dynamics", "frame_jac
 
 def __getattr__(name):
     if name == "Simulation":          # the dynamics' Physics plus the models' sensors
-        from .sensors import Simulation
-        return Simulation
-    if name in ("Reading", "Images", "Noise", "SensorConfigError"):
+        from .sensors import Simulation as value
+    elif name in ("Reading", "Images", "Noise", "SensorConfigError"):
         from . import sensors
-        return getattr(sensors, name)
-    if name in _DYNAMICS:
+        value = getattr(sensors, name)
+    elif name in _DYNAMICS:
         from . import dynamics
-        return getattr(dynamics, name)
-    raise AttributeError(f"module 'mbsim_ros' has no attribute {name!r}")
+        value = getattr(dynamics, name)
+    else:
+        raise AttributeError(f"module 'mbsim_ros' has no attribute {name!r}")
+    globals()[name] = value       # found directly from now on (loops calling mb.forward_dynamics)
+    return value
 
 
 __version__ = "0.1.0"

@@ -90,7 +90,9 @@ def _batch_of(worlds):
     ref, config = worlds[0].sim, worlds[0].config
 
     def new(n):
-        with _CATCHING, warnings.catch_warnings():
+        # the batch's warm-up launches its parallel kernel: under the launch guard too, or it meets
+        # another chunk's guarded step (numba's workqueue layer aborts the process then)
+        with _CATCHING, launch_guard(), warnings.catch_warnings():
             warnings.simplefilter("ignore")                 # the worlds' notes were the worlds' own
             return BatchSimulation(list(ref.models), n, dt=ref.dt, integrator=ref.integrator, contact=ref.contact,
                                    poses=ref.placements, names=ref.entities, massless_armature=config.massless_armature,

@@ -52,9 +52,10 @@ _ONE_LAUNCH = threading.Lock()
 
 
 def launch_guard():
-    """What to hold around a BatchSimulation.step when chunks step on threads of one process:
-    a process-wide lock under numba's workqueue layer (used where neither OpenMP nor TBB is
-    installed; it aborts the process when two threads launch parallel kernels at once), else
-    nothing. Call it after a parallel kernel has run (the layer is chosen then)."""
+    """What to hold around every parallel launch (a BatchSimulation's step, and its warm-up at
+    construction) when chunks run on threads of one process: a process-wide lock under numba's
+    workqueue layer (used where neither OpenMP nor TBB is installed; it aborts the process when
+    two threads launch parallel kernels at once), else nothing. Call it once numba's threads
+    are launched (the layer is chosen then: one_thread() launches them)."""
     import numba
     return _ONE_LAUNCH if numba.threading_layer() == "workqueue" else contextlib.nullcontext()

@@ -9,24 +9,40 @@ import numpy as np
 from ..model import ModelError
 from . import kernels
 from .compiled import check_movable, compile_models
+from .direct import DirectCall
 
 _cache = weakref.WeakKeyDictionary()
 _F64 = np.dtype(np.float64)
 _last = (lambda: None, None)     # (weak reference to the last model asked for, its _Compiled): one
                                  # tuple, replaced whole, so that threads never see a mixed pair
+# The kernels' calls here, past the dispatcher (direct.py): every vector goes through as_vector,
+# every other array is a _Compiled's or made here, so the argument types never change.
+_forward_dynamics = DirectCall(kernels.forward_dynamics_kernel)
+_inverse_dynamics = DirectCall(kernels.inverse_dynamics_kernel)
+_mass_matrix = DirectCall(kernels.mass_matrix_kernel)
+_kinematics_call = DirectCall(kernels.kinematics_kernel)
+_accelerations = DirectCall(kernels.accelerations_kernel)
+_jacobian = DirectCall(kernels.jacobian_kernel)
+_integrate = DirectCall(kernels.integrate_kernel)
+
+
+def copy_gravity(gravity, target):
+    """target[:] = gravity (a model's float64 gravity into the compiled tree, before a kernel
+    call), skipped when both hold the same bytes: comparing them costs a fourth of writing."""
+    if gravity.tobytes() != target.tobytes():
+        target[:] = gravity
 
 
 class _Compiled:
     """One model's compiled arrays and workspace for the functions here, with what every call
     needs at hand (sizes, the buffers, whether forward dynamics is defined)."""
-    __slots__ = ("revision", "compiled", "tf", "ti", "df", "data", "nq", "nv", "gravity", "gravity_now",
-                 "unmovable")
+    __slots__ = ("revision", "compiled", "tf", "ti", "df", "data", "nq", "nv", "gravity", "unmovable")
 
     def __init__(self, model):
         c = compile_models(model)
         self.revision, self.compiled = model.revision, c
-        self.tf, self.ti, self.nq, self.nv, self.gravity = c.tf, c.ti, c.nq, c.nv, c.tree.gravity
-        self.gravity_now = self.gravity.tolist()     # what the compiled gravity holds
+        self.tf, self.ti, self.nq, self.nv = c.tf, c.ti, c.nq, c.nv
+        self.gravity = c.tree.gravity
         self.df, self.data = c.new_data()
         try:
             check_movable(c, f"forward_dynamics of model {model.name!r}")
@@ -41,18 +57,15 @@ def _compiled(model) -> _Compiled:
     that call forward_dynamics on one model pay the least."""
     global _last
     ref, e = _last
-    if ref() is not model or e.revision != model.revision or not model._finalized:
+    # a model un-finalized by add_link or add_joint has a new revision too
+    if ref() is not model or e.revision != model.revision:
         if not model._finalized:
             model.finalize()
         e = _cache.get(model)
         if e is None or e.revision != model.revision:
             e = _cache[model] = _Compiled(model)
         _last = (weakref.ref(model), e)
-    g = model.gravity
-    g = g.tolist() if type(g) is np.ndarray else [float(x) for x in g]
-    if g != e.gravity_now:       # reading the three numbers costs a third of writing them
-        e.gravity[:] = g
-        e.gravity_now = g
+    copy_gravity(model.gravity, e.gravity)
     return e
 
 
@@ -63,15 +76,17 @@ def compiled_for(model):
 
 
 def as_vector(x, n, what):
-    """x as a contiguous float64 vector of length n, or a ValueError saying what was wrong."""
+    """x as a contiguous, aligned float64 vector of length n (the type the kernels' direct calls
+    take), or a ValueError saying what was wrong."""
     # the common case first, by the cheapest tests: an array that owns its memory is contiguous
+    # and aligned
     if type(x) is np.ndarray and x.dtype is _F64 and x.ndim == 1 and len(x) == n and (
-            x.base is None or x.flags.c_contiguous):
+            x.base is None or ((f := x.flags).c_contiguous and f.aligned)):
         return x
     a = np.ascontiguousarray(x, dtype=np.float64)
     if a.shape != (n,):
         raise ValueError(f"{what}: expected a vector of length {n}, got shape {a.shape}")
-    return a
+    return a if a.flags.aligned else a.copy()
 
 
 def forward_dynamics(model, q, v, tau):
@@ -82,8 +97,8 @@ def forward_dynamics(model, q, v, tau):
     if e.unmovable is not None:
         raise ModelError(e.unmovable)
     out = np.empty(e.nv)
-    kernels.forward_dynamics_kernel(e.tf, e.ti, e.df, as_vector(q, e.nq, "q"), as_vector(v, e.nv, "v"),
-                                    as_vector(tau, e.nv, "tau"), out)
+    _forward_dynamics.call(e.tf, e.ti, e.df, as_vector(q, e.nq, "q"), as_vector(v, e.nv, "v"),
+                           as_vector(tau, e.nv, "tau"), out)
     return out
 
 
@@ -91,8 +106,8 @@ def inverse_dynamics(model, q, v, qdd):
     """tau = M(q) qdd + C(q, v) v + g(q) by the recursive Newton-Euler algorithm."""
     e = _compiled(model)
     out = np.empty(e.nv)
-    kernels.inverse_dynamics_kernel(e.tf, e.ti, e.df, as_vector(q, e.nq, "q"), as_vector(v, e.nv, "v"),
-                                    as_vector(qdd, e.nv, "qdd"), out)
+    _inverse_dynamics.call(e.tf, e.ti, e.df, as_vector(q, e.nq, "q"), as_vector(v, e.nv, "v"),
+                           as_vector(qdd, e.nv, "qdd"), out)
     return out
 
 
@@ -101,14 +116,14 @@ def mass_matrix(model, q):
     gear_ratio^2 * rotor_inertia on the diagonal)."""
     e = _compiled(model)
     out = np.zeros((e.nv, e.nv))
-    kernels.mass_matrix_kernel(e.tf, e.ti, e.df, as_vector(q, e.nq, "q"), out)
+    _mass_matrix.call(e.tf, e.ti, e.df, as_vector(q, e.nq, "q"), out)
     return out
 
 
 def _kinematics(model, q, v=None):
     c, df, d = compiled_for(model)
     v = np.zeros(c.nv) if v is None else as_vector(v, c.nv, "v")
-    kernels.kinematics_kernel(c.tf, c.ti, df, as_vector(q, c.nq, "q"), v)
+    _kinematics_call.call(c.tf, c.ti, df, as_vector(q, c.nq, "q"), v)
     return c, d
 
 
@@ -153,8 +168,8 @@ def link_accelerations(model, q, v, qdd):
     """{link name: 6-vector}: the classical (not spatial) world-frame linear acceleration of the
     link origin, then the link's angular acceleration in the world frame; gravity not included."""
     c, df, d = compiled_for(model)
-    kernels.accelerations_kernel(c.tf, c.ti, df, as_vector(q, c.nq, "q"), as_vector(v, c.nv, "v"),
-                                 as_vector(qdd, c.nv, "qdd"))
+    _accelerations.call(c.tf, c.ti, df, as_vector(q, c.nq, "q"), as_vector(v, c.nv, "v"),
+                        as_vector(qdd, c.nv, "qdd"))
 
     def acceleration(k, b, R):
         # body frame: a_origin = a_spatial + w x v; at r: + alpha x r + w x (w x r)
@@ -175,7 +190,7 @@ def frame_jacobian(model, q, link, point=(0.0, 0.0, 0.0)):
     except ValueError:
         raise KeyError(f"model {model.name!r} has no link {link!r}") from None
     J = np.zeros((6, c.nv))
-    kernels.jacobian_kernel(c.tf, c.ti, df, as_vector(q, c.nq, "q"), k, as_vector(point, 3, "point"), J)
+    _jacobian.call(c.tf, c.ti, df, as_vector(q, c.nq, "q"), k, as_vector(point, 3, "point"), J)
     return J
 
 
@@ -196,5 +211,5 @@ def integrate(model, q, v, dt=1.0):
     joints by the SE(3) exponential of the child-frame twist (Pinocchio's integrate)."""
     c, _, _ = compiled_for(model)
     out = np.empty(c.nq)
-    kernels.integrate_kernel(c.tf, c.ti, as_vector(q, c.nq, "q"), as_vector(v, c.nv, "v"), float(dt), out)
+    _integrate.call(c.tf, c.ti, as_vector(q, c.nq, "q"), as_vector(v, c.nv, "v"), float(dt), out)
     return out

@@ -36,7 +36,7 @@ import numpy as np
 
 from ..model import ModelError
 from . import kernels
-from .kernels import copy_into, crba, inline, internal, kernel
+from .kernels import aba_solve, copy_into, crba, inline, internal, kernel, world_poses
 from .gauss_seidel import gauss_seidel, row_range, tree_ranges
 from .lcp import lcp_workspace_size, solve_boxed_lcp
 
@@ -62,6 +62,7 @@ CONTACT_METHODS = {"none": CONTACT_NONE, "lcp": CONTACT_LCP, "penalty": CONTACT_
 # factors a dense matrix, and the step solves the free motion with the constraint rows
 # (apply_impulses) instead of ABA
 DENSE_ROOT = -2
+ABA_SOLVE_ROWS = 4      # apply_impulses: up to this many rows without contact, H^-1 J^T by aba_solve
 
 # problems of at least ITERATIVE_ROWS rows, none of them bilateral (loops, locks, motors: chains
 # of them converge slowly and must hold tight), with inertia in every direction, are solved by
@@ -828,8 +829,13 @@ def remember_contacts(s, c, ncontact):
 
 @internal
 def apply_impulses(t, d, r, s, v, m, ncontact, cfm, dt, pgs_iterations, pgs_tolerance, iterative_rows,
-                   iterative_sweeps, iterative_tolerance, lf, li):
-    """Solve the LCP of rows 0..m-1 and add the impulse response to v (v* -> v+).
+                   iterative_sweeps, iterative_tolerance, lf, li, poses):
+    """Solve the LCP of rows 0..m-1 and add the impulse response to v (v* -> v+). poses: the
+    world body poses (Data.Rw, pw) are up to date (else computed here when CRBA needs them).
+
+    Up to ABA_SOLVE_ROWS rows and no contact (joint limits, locks, a drive: a step of a robot
+    that nears a limit), H^-1 J^T comes row by row from the articulated inertias the step's ABA
+    left (aba_solve, O(n) each); otherwise from H by CRBA and its factor along the tree.
 
     From iterative_rows rows on, none bilateral, Gauss-Seidel on the rows (gauss_seidel.py, from
     the warm start in s.x) solves it when it converges to iterative_tolerance within iterative_sweeps sweeps;
@@ -845,34 +851,38 @@ def apply_impulses(t, d, r, s, v, m, ncontact, cfm, dt, pgs_iterations, pgs_tole
     nv = v.shape[0]
     H = d.M
     dense = nv > 0 and r.dof_parent[0] == DENSE_ROOT
-    if dense:
-        H[:, :] = 0.0     # crba writes the tree's entries only; the dense factor filled the rest
-    crba(t, d, H)
-    for j in range(nv):   # the implicit spring/damper terms ABA used (crba has the armature)
-        H[j, j] += d.diag[j] - t.armature[j]
-    if dense:
-        rho = 0.0
-        for j in range(nv):
-            rho = max(rho, H[j, j])
-        rho = rho if rho > 0.0 else 1.0
-        for i in range(m):
-            if s.lo[i] == -math.inf and s.hi[i] == math.inf:
-                Ji = s.J[i]
-                for a in range(nv):
-                    if Ji[a] != 0.0:
-                        for c in range(nv):
-                            H[a, c] += rho * Ji[a] * Ji[c]
-    _factor_tree(r, H)
-    if dense:
-        for j in range(nv):
-            if not H[j, j] > 1e-12 * rho:
-                v[j] = math.nan
+    by_aba = not dense and ncontact == 0 and m <= ABA_SOLVE_ROWS
+    if not by_aba:
+        if not poses:
+            world_poses(t, d)
+        if dense:
+            H[:, :] = 0.0     # crba writes the tree's entries only; the dense factor filled the rest
+        crba(t, d, H)
+        for j in range(nv):   # the implicit spring/damper terms ABA used (crba has the armature)
+            H[j, j] += d.diag[j] - t.armature[j]
+        if dense:
+            rho = 0.0
+            for j in range(nv):
+                rho = max(rho, H[j, j])
+            rho = rho if rho > 0.0 else 1.0
+            for i in range(m):
+                if s.lo[i] == -math.inf and s.hi[i] == math.inf:
+                    Ji = s.J[i]
+                    for a in range(nv):
+                        if Ji[a] != 0.0:
+                            for c in range(nv):
+                                H[a, c] += rho * Ji[a] * Ji[c]
+        _factor_tree(r, H)
+        if dense:
+            for j in range(nv):
+                if not H[j, j] > 1e-12 * rho:
+                    v[j] = math.nan
+                    return
+            _solve_tree(r, H, d.qdd)
+            for j in range(nv):
+                v[j] += dt * d.qdd[j]
+            if m == 0:
                 return
-        _solve_tree(r, H, d.qdd)
-        for j in range(nv):
-            v[j] += dt * d.qdd[j]
-        if m == 0:
-            return
     tree_ranges(r.dof_parent, s.tree_start, s.tree_end)
     for i in range(m):
         Ji = s.J[i]
@@ -880,8 +890,11 @@ def apply_impulses(t, d, r, s, v, m, ncontact, cfm, dt, pgs_iterations, pgs_tole
         s.row_lo[i] = lo_i
         s.row_hi[i] = hi_i
         Y = s.Y[i]
-        copy_into(Y, Ji)
-        _solve_trees(r, H, Y, lo_i, hi_i)
+        if by_aba:
+            aba_solve(t, d, Ji, Y)
+        else:
+            copy_into(Y, Ji)
+            _solve_trees(r, H, Y, lo_i, hi_i)
         a_ii = 0.0
         jv = 0.0
         for j in range(lo_i, hi_i):

@@ -592,20 +592,32 @@ def body_poses(t, d, q, transforms, world):
                              d.Rw[i], d.Rr[i], d.pr[i])   # Rw[i] is scratch until set below
         if transforms:
             _motion_transform(d.Rr[i], d.pr[i], d.X[i])
-        if not world:
-            continue
-        p = t.parent[i]
-        if p < 0:
-            for a in range(3):
-                d.pw[i, a] = d.pr[i, a]
-                for b in range(3):
-                    d.Rw[i, a, b] = d.Rr[i, a, b]
-        else:
-            Rp = d.Rw[p]
-            for a in range(3):
-                d.pw[i, a] = d.pw[p, a] + Rp[a, 0] * d.pr[i, 0] + Rp[a, 1] * d.pr[i, 1] + Rp[a, 2] * d.pr[i, 2]
-                for b in range(3):
-                    d.Rw[i, a, b] = Rp[a, 0] * d.Rr[i, 0, b] + Rp[a, 1] * d.Rr[i, 1, b] + Rp[a, 2] * d.Rr[i, 2, b]
+        if world:
+            _world_pose(t, d, i)
+
+
+@inline
+def _world_pose(t, d, i):
+    """Body i's world pose (Rw, pw) from its pose in its parent (Rr, pr) and the parent's."""
+    p = t.parent[i]
+    if p < 0:
+        for a in range(3):
+            d.pw[i, a] = d.pr[i, a]
+            for b in range(3):
+                d.Rw[i, a, b] = d.Rr[i, a, b]
+    else:
+        Rp = d.Rw[p]
+        for a in range(3):
+            d.pw[i, a] = d.pw[p, a] + Rp[a, 0] * d.pr[i, 0] + Rp[a, 1] * d.pr[i, 1] + Rp[a, 2] * d.pr[i, 2]
+            for b in range(3):
+                d.Rw[i, a, b] = Rp[a, 0] * d.Rr[i, 0, b] + Rp[a, 1] * d.Rr[i, 1, b] + Rp[a, 2] * d.Rr[i, 2, b]
+
+
+@internal
+def world_poses(t, d):
+    """Every body's world pose after body_poses(..., world=False): what it would have written."""
+    for i in range(t.parent.shape[0]):
+        _world_pose(t, d, i)
 
 
 @internal
@@ -796,6 +808,70 @@ def aba(t, d, tau, diag, qdd):
             s = 0.0
             for k in range(nd):
                 s += S[a, k] * qdd[iv + k]
+            acc[a] += s
+
+
+@internal
+def aba_solve(t, d, f, out):
+    """out = H^-1 f, H the system matrix of the last aba() (mass matrix plus its diag), from the
+    articulated inertias it left (U, Dinv, X): ABA with zero velocity, gravity and external
+    forces, one pass up and one down over 6-vectors (a test impulse, Featherstone RBDA 7.3).
+    Uses d.pA, d.u, d.acc and d.t6a, d.t6b as scratch."""
+    nb = t.parent.shape[0]
+    for i in range(nb):
+        for a in range(6):
+            d.pA[i, a] = 0.0
+    tmp, pa = d.t6a, d.t6b
+    for i in range(nb - 1, -1, -1):
+        nd = t.nvb[i]
+        iv = t.iv[i]
+        S = d.S[i]
+        U = d.U[i]
+        Dinv = d.Dinv[i]
+        for k in range(nd):                  # u = f - S^T pA
+            s = f[iv + k]
+            for c in range(6):
+                s -= S[c, k] * d.pA[i, c]
+            d.u[i, k] = s
+        p = t.parent[i]
+        if p >= 0:
+            for k in range(nd):              # Dinv u
+                s = 0.0
+                for r in range(nd):
+                    s += Dinv[k, r] * d.u[i, r]
+                tmp[k] = s
+            for a in range(6):               # pa = pA + U Dinv u
+                s = d.pA[i, a]
+                for k in range(nd):
+                    s += U[a, k] * tmp[k]
+                pa[a] = s
+            _force_to_parent_add(d.X[i], pa, d.pA[p])
+    for i in range(nb):
+        p = t.parent[i]
+        acc = d.acc[i]
+        nd = t.nvb[i]
+        iv = t.iv[i]
+        S = d.S[i]
+        U = d.U[i]
+        if p < 0:
+            for a in range(6):
+                acc[a] = 0.0
+        else:
+            _mv6(d.X[i], d.acc[p], acc)
+        for k in range(nd):
+            s = d.u[i, k]
+            for c in range(6):
+                s -= U[c, k] * acc[c]
+            tmp[k] = s
+        for k in range(nd):
+            s = 0.0
+            for r in range(nd):
+                s += d.Dinv[i, k, r] * tmp[r]
+            out[iv + k] = s
+        for a in range(6):
+            s = 0.0
+            for k in range(nd):
+                s += S[a, k] * out[iv + k]
             acc[a] += s
 
 

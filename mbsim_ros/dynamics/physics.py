@@ -10,11 +10,12 @@ from ..model import Model, SimulationError
 from ..model.names import WorldNames, check_entity_name, unique_entity_names
 from ..model.transforms import inverse_transform
 from . import kernels
-from .api import transforms_dict
+from .api import copy_gravity, transforms_dict
 from .collision.geoms import compile_geoms
 from .assembly import ASSEMBLY_TOL, assemble
 from .compiled import (MASSLESS_BOUND, bound_massless_leaves, check_movable, compile_models, constrained_massless,
                        massless_joints)
+from .direct import DirectCall
 from .constraints import (CONTACT_LCP, CONTACT_PENALTY, OPTIONS_DEFAULTS, STAT_DROPPED, STAT_FAILURES,
                           STAT_FALLBACKS, STAT_GS_SWEEPS, STAT_GS_UNCONVERGED, STAT_NCON, STAT_ROWS, STAT_STATUS, ConstraintSet,
                           options_array)
@@ -178,6 +179,14 @@ class Physics:
         self._contact_buffers = (cf, ci)      # the step kernel's `contacts` bundle
         self._af_df, _ = compiled.new_data()
         self._view_df, self._view_data = compiled.new_data()
+        # the step kernel's arguments that stay with this world (the state arrays do not: _rebuild
+        # replaces them), and its call past the dispatcher: their types are this world's
+        self._step_call = DirectCall(self._step_kernel)
+        self._step_buffers = (compiled.buffers, self._df, geoms.buffers, self._contact_buffers,
+                              constraints.rule_buffers, constraints.solver_buffers, self._kernel_forces(),
+                              self._options)
+        self._step_flags = (True if constraints.nloop else None,
+                            True if self._options[0] == CONTACT_PENALTY else None)
         self._assemble()
 
     def _assemble(self):
@@ -595,17 +604,13 @@ class Physics:
     def step(self, n: int = 1):
         """Advance n steps of dt. Raises SimulationError (state left at the last finite step)
         if a coordinate becomes NaN or infinite."""
-        self.compiled.tree.gravity[:] = self.models[0].gravity
-        k = self.constraints
-        done, bad = self._step_kernel(self.compiled.buffers, self._df, self.geoms.buffers, self._contact_buffers,
-                                      k.rule_buffers, k.solver_buffers, self._kernel_forces(), self._options,
-                                      self._q, self._v, self._tau, self._steps * self.dt, self.dt, int(n),
-                                      True if k.nloop else None,
-                                      True if self._options[0] == CONTACT_PENALTY else None)
+        copy_gravity(self.models[0].gravity, self.compiled.tree.gravity)
+        done, bad = self._step_call.call(*self._step_buffers, self._q, self._v, self._tau, self._steps * self.dt,
+                                         self.dt, int(n), *self._step_flags)
         self._steps += done
         if bad >= 0:
             raise SimulationError(blow_up_message(self.compiled.joint_of_v[bad], self.t, self.dt))
-        if self._failures_reported == 0 and k.solver.stats[STAT_FAILURES] > 0:
+        if self._failures_reported == 0 and self.constraints.solver.stats[STAT_FAILURES] > 0:
             self._failures_reported = 1
             warnings.warn(solver_failure_message(self.models[0].name, self.t), RuntimeWarning, stacklevel=2)
 

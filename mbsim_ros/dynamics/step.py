@@ -29,8 +29,9 @@ from .constraints import (CONTACT_LCP, CONTACT_NONE, CONTACT_PENALTY, DENSE_ROOT
                           apply_impulses, contact_rows, joint_rows, loop_rows, penalty_forces,
                           remember_contacts, select_contacts, warm_start_contacts, carve_rules, carve_solver)
 from .forces import H_N, H_NDRIVE, H_NSTOP, apply_forces, carve_forces, drive_rows, forces_or_none, stop_rows
-from .kernels import (FREE, passive_implicit, quat_to_R, restore_if_nonfinite, aba, batch_kernel, carve_data,
-                      carve_tree, copy_into, inline, integrate, internal, kernel, link_poses, rnea, velocity_kinematics)
+from .kernels import (FREE, passive_implicit, quat_to_R, restore_if_nonfinite, aba, batch_kernel, body_frame_kinematics,
+                      carve_data, carve_tree, copy_into, inline, integrate, internal, kernel, link_poses, rnea,
+                      velocity_kinematics)
 
 
 @internal
@@ -81,19 +82,27 @@ def _see_free_joint_translation(t, d, s, row0, m, dt):
 
 
 @inline
-def _contacts_and_applied(t, d, g, c, s, r, opt, fe, forces, penalty, q, v, tau, time):
+def _contacts_and_applied(t, d, g, c, s, r, opt, fe, forces, penalty, loops, q, v, tau, time):
     """Kinematics at (q, v), contacts, penalty forces into fext, tau clamped to the effort
     limits into s.tau_applied, then the force elements at `time` (body forces into fext,
-    generalized forces added to s.tau_applied). Returns the number of contacts detected.
+    generalized forces added to s.tau_applied). Returns (the number of contacts detected,
+    whether the world poses of bodies and links were computed: only when collision, force
+    elements or loop closures read them; ABA needs the body-frame kinematics alone).
     forces None: no force elements (fe is None too); penalty None: the contact method is not
-    penalty. Both are arguments of the calling kernel, the only thing numba prunes branches on
-    (this is inlined, so that the step's kernel levels are one fewer)."""
-    velocity_kinematics(t, d, q, v)
-    link_poses(t, d)          # contacts and loop closure rows read the link poses
+    penalty; loops None: no loop closures. They are arguments of the calling kernel, the only
+    thing numba prunes branches on (this is inlined, so that the step's kernel levels are one
+    fewer)."""
+    method = int(opt.contact_method)
+    collides = method != CONTACT_NONE and g.pairs.shape[0] > 0
+    poses = collides or forces is not None or loops is not None
+    if poses:
+        velocity_kinematics(t, d, q, v)
+        link_poses(t, d)
+    else:
+        body_frame_kinematics(t, d, q, v)
     d.fext[:, :] = 0.0
     ncon = 0
-    method = int(opt.contact_method)
-    if method != CONTACT_NONE and g.pairs.shape[0] > 0:
+    if collides:
         ncon = collide(g, c, d.link_R, d.link_p, opt.contact_margin)
         if penalty is not None:
             if method == CONTACT_PENALTY:
@@ -106,13 +115,13 @@ def _contacts_and_applied(t, d, g, c, s, r, opt, fe, forces, penalty, q, v, tau,
     if forces is not None:     # None: compiled without force elements (forces_or_none)
         if fe.flags[H_N] > 0:
             apply_forces(t, d, fe, q, v, time, s.tau_applied, True)
-    return ncon
+    return ncon, poses
 
 
 @internal
 def _explicit_accel(t, d, g, c, s, r, opt, fe, penalty, q, v, tau, time, qdd):
     """qdd with passive and penalty contact forces explicit (the implicit form at dt = 0)."""
-    _contacts_and_applied(t, d, g, c, s, r, opt, fe, fe, penalty, q, v, tau, time)
+    _contacts_and_applied(t, d, g, c, s, r, opt, fe, fe, penalty, None, q, v, tau, time)
     passive_implicit(t, d, q, v, s.tau_applied, 0.0, opt.friction_velocity)
     aba(t, d, d.tau_total, d.diag, qdd)
 
@@ -158,7 +167,7 @@ def step_semi_implicit_euler(tree, data, geoms, contacts, rules, solver, forces,
         time = t0 + step * dt
         copy_into(d.q_prev, q)
         copy_into(d.v_prev, v)
-        ncon = _contacts_and_applied(t, d, g, c, s, r, opt, fe, forces, penalty, q, v, tau, time)
+        ncon, poses = _contacts_and_applied(t, d, g, c, s, r, opt, fe, forces, penalty, loops, q, v, tau, time)
         passive_implicit(t, d, q, v, s.tau_applied, dt, opt.friction_velocity)
         dense = nv > 0 and r.dof_parent[0] == DENSE_ROOT
         if dense:
@@ -200,7 +209,7 @@ def step_semi_implicit_euler(tree, data, geoms, contacts, rules, solver, forces,
                 s.x[i] = s.loop_x[i - loop0]
             apply_impulses(t, d, r, s, v, m, ncontact, opt.cfm, dt, int(opt.pgs_iterations),
                            opt.pgs_tolerance, int(opt.iterative_rows), int(opt.iterative_sweeps),
-                           opt.iterative_tolerance, lf, li)
+                           opt.iterative_tolerance, lf, li, poses)
             remember_contacts(s, c, ncontact)
             for i in range(loop0, m):
                 s.loop_x[i - loop0] = s.x[i]

@@ -182,6 +182,8 @@ class Simulation(dynamics.Physics):
 
     def step(self, n: int = 1):
         """Advance n steps of dt, sampling every device whose instant is reached."""
+        if not self.devices:                 # no sensors: the world's step alone
+            return dynamics.Physics.step(self, n)
         active = [d for d in self.devices.values() if d.enabled]
         if n <= 0 or not active:
             return super().step(n)

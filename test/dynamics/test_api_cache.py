@@ -80,6 +80,26 @@ def test_inputs_of_any_array_kind_are_accepted_and_bad_ones_named(state):
         mb.forward_dynamics(model, q, v[:7], x)
 
 
+def test_unaligned_read_only_and_other_dtype_inputs_give_the_same_numbers(state):
+    # the kernels are called past the dispatcher, with the types of the first call: every other
+    # kind of vector must be made that type first, not read as it lies in memory
+    q, v, x = state
+    model = arm()
+    want = mb.forward_dynamics(model, q, v, x), mb.inverse_dynamics(model, q, v, x), mb.mass_matrix(model, q)
+    raw = bytearray(8 * 8 + 1)
+    unaligned = np.frombuffer(raw, dtype=np.float64, offset=1, count=8)
+    unaligned[:] = v
+    assert not unaligned.flags.aligned
+    read_only = x.copy()
+    read_only.flags.writeable = False
+    as_float32 = q.astype(np.float32).astype(np.float64)     # the numbers a float32 q holds
+    assert np.array_equal(mb.forward_dynamics(model, q, unaligned, read_only), want[0])
+    assert np.array_equal(mb.inverse_dynamics(model, q, unaligned, read_only), want[1])
+    assert np.array_equal(mb.mass_matrix(model, q.astype(np.float32)), mb.mass_matrix(model, as_float32))
+    with pytest.raises(ValueError, match=r"q: expected a vector of length 9, got shape \(9, 1\)"):
+        mb.mass_matrix(model, q.reshape(9, 1))
+
+
 def test_a_massless_joint_is_named_at_every_call_not_only_the_first():
     m = copy.deepcopy(arm())
     m.link("fore").mass = 0.0
