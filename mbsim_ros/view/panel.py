@@ -185,9 +185,19 @@ class Panel:
         for client in self.server.get_clients().values():
             cam = client.camera
             offset = np.asarray(cam.position) - np.asarray(cam.look_at)
-            with client.atomic():       # viser's position setter carries look_at along: first
-                cam.position = target + offset
-                cam.look_at = target
+            for attempt in range(2):
+                try:
+                    with client.atomic():       # viser's position setter carries look_at along: first
+                        cam.position = target + offset
+                        cam.look_at = target
+                    break
+                except RuntimeError:
+                    # viser sets its asyncio Event from this thread as well as from its loop
+                    # (infra/_async_message_buffer.py push), and the loop may change the
+                    # Event's waiters meanwhile ("deque mutated during iteration", seen once
+                    # in CI): the messages were queued; setting them again replaces them
+                    if attempt:
+                        raise
 
     def _clicked(self, event):
         name = self.view.scene.node_link.get(event.target.name)
