@@ -16,7 +16,12 @@ seconds, or after S wall seconds where the machine held it below rtf 1 (achieved
 Prints (and checks, exit 1 where one fails):
 - RSS of the process and the machine's 1-minute load average every 10 s of simulated time; the
   RSS growth from the first minute's end to the run's end must stay under 1 % (runs of 2
-  minutes or more; shorter ones print it only);
+  minutes or more; shorter ones print it only). At simulated t = 30 s every subscriber is
+  stopped (SIGSTOP) for LAG_SECONDS: Fast DDS keeps a writer's unacknowledged samples in a
+  payload pool that grows, and stays, at the size of the largest backlog it has held (bounded
+  by the topic's history depth: 10 images of each camera stream), and a subscriber that lags
+  once makes it do so at any time of a run. Lagging on purpose in the first minute fills every
+  pool to its bound there, so that growth after it is growth, not a pool's first filling;
 - the step lateness per minute of simulated time: p50, p99, max and the histogram (drift shows
   as minutes getting later);
 - messages per topic in the bag against rate x time (the configured rate of the topic times the
@@ -32,6 +37,7 @@ import argparse
 import json
 import multiprocessing
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -50,6 +56,8 @@ sys.path.insert(0, str(REPO))
 SUBSCRIBER = REPO / "bench" / "load_subscriber.py"
 RSS_EVERY = 10.0              # s
 MINUTE = 60.0
+LAG_AT = 30.0                 # simulated s: every subscriber stopped ...
+LAG_SECONDS = 3.0             # ... for this long (wall): more samples than any topic's depth
 
 
 def rss_mb(pid="self", field="VmRSS"):
@@ -204,6 +212,18 @@ def start_subscribers(n, prefix, env):
     return subs
 
 
+def lag(subs, seconds):
+    """Every subscriber stopped for `seconds` (they read on afterwards): each topic's writer
+    then holds as many unacknowledged samples as its history depth allows."""
+    for s in subs:
+        os.kill(s.pid, signal.SIGSTOP)
+    time.sleep(seconds)
+    for s in subs:
+        os.kill(s.pid, signal.SIGCONT)
+    print(f"subscribers stopped for {seconds:g} s at t = {LAG_AT:g} s (the writers' pools filled to their depth)",
+          flush=True)
+
+
 def stop_subscribers(subs):
     """Each subscriber's {topic: messages} (None for one that did not answer in 60 s)."""
     counts = []
@@ -253,7 +273,11 @@ def main():
         wall0 = time.monotonic()
         session.start(args.seconds)
         next_sample = 0.0
+        lagged = False
         while session.running:
+            if not lagged and sim.t >= LAG_AT:
+                lag(subs, LAG_SECONDS)
+                lagged = True
             if time.monotonic() > wall0 + args.seconds + 1.0:
                 session.stop()          # a loaded machine: the run ends in time all the same
             if sim.t >= next_sample:
