@@ -108,6 +108,23 @@ class ChildView(LiveView):
         self.session.call("refresh")
 
 
+class LatestReadings:
+    """The newest reading of each sensor: the run sends a sensor's reading only when it is new,
+    and each frame shown carries them all."""
+
+    def __init__(self):
+        self.by_name = {}
+
+    def fill(self, snap):
+        self.by_name.update(snap.readings)
+        snap.readings = dict(self.by_name)
+
+    def keep_sensors_of(self, world):
+        """A spawn or delete may remove sensors: their last readings go with them."""
+        kept = {name for name, _, _ in world.sensors}
+        self.by_name = {name: r for name, r in self.by_name.items() if name in kept}
+
+
 def main(argv):
     frames_fd, control_fd, host, port, rate = int(argv[0]), int(argv[1]), argv[2], int(argv[3]), float(argv[4])
     yield_to_the_run()
@@ -119,24 +136,22 @@ def main(argv):
         control.send(("error", str(e)))
         return 2
     control.send(("ready", None))
-    readings = {}           # the newest reading of each sensor (a frame brings the new ones)
+    readings = LatestReadings()
     try:
         while True:
             message = recv_parts(frames)
             kind = message[0]
             if kind == "frame":
                 snap = message[1]
-                readings.update(snap.readings)
-                snap.readings = dict(readings)
+                readings.fill(snap)
                 view._put(snap)
             elif kind == "world":
                 world = message[1]
-                kept = {name for name, _, _ in world.sensors}     # a spawn or delete may remove sensors
-                readings = {name: r for name, r in readings.items() if name in kept}
+                readings.keep_sensors_of(world)
                 view.world_arrived(world)
             elif kind == "start":
                 _, world, first = message
-                readings.update(first.readings)
+                readings.by_name.update(first.readings)
                 view.attach(session, world, first)
     except (EOFError, OSError, TimeoutError):
         pass            # the run ended (or was killed) or stopped answering: so does the view

@@ -247,3 +247,21 @@ def test_a_model_spawned_from_the_page_reaches_the_run_and_the_pages_lists(page,
     # the view's process rebuilds its scene and lists from the world the run sent (slow on a busy machine)
     wait_for(lambda: driver.execute_script(LINK_OPTIONS).count("crate_body") == 2,
              "the page's Push and Follow link lists to name crate_body", timeout=300.0)
+
+
+def test_the_views_process_shows_every_sensors_newest_reading_and_forgets_removed_sensors():
+    """The run sends a sensor's reading only when it is new: each frame in the view's process
+    carries the newest of every sensor, and a new world without a sensor drops its reading
+    (a deleted model's camera image must not stay on the page)."""
+    from types import SimpleNamespace
+    from mbsim_ros.view.child import LatestReadings
+    readings = LatestReadings()
+    first = SimpleNamespace(readings={"imu": 1, "cam": 2})
+    readings.fill(first)
+    later = SimpleNamespace(readings={"imu": 3})
+    readings.fill(later)
+    assert later.readings == {"imu": 3, "cam": 2}
+    readings.keep_sensors_of(SimpleNamespace(sensors=[("imu", None, 0)]))
+    after_delete = SimpleNamespace(readings={})
+    readings.fill(after_delete)
+    assert after_delete.readings == {"imu": 3}
