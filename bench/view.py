@@ -16,7 +16,8 @@ The browser draws WebGL in software here (SwiftShader: most of a core), where a 
 draws on a GPU or on another machine. By default it is therefore held to the last core and this
 process (physics) and the view's process to the others, in both configurations, so the comparison measures
 the view and not a software renderer competing for the simulation's core; --share-cores lets the
-browser run anywhere (the measure of a machine that also renders in software). --cpu K pins the
+browser run anywhere (the measure of a machine that also renders in software); --browser-nice 19
+has it take only what the run's own threads leave of its core. --cpu K pins the
 physics thread to core K in both configurations (the run's `cpu`): then this process is not held
 to a core, and the view keeps its process and threads off core K itself.
 """
@@ -50,6 +51,16 @@ def pin(pids, cores):
         try:
             for tid in os.listdir(f"/proc/{pid}/task"):
                 os.sched_setaffinity(int(tid), cores)
+        except OSError:
+            pass         # gone meanwhile
+
+
+def renice(pids, nice):
+    """Every thread of `pids` at `nice` (a nice value is a thread's own on Linux)."""
+    for pid in pids:
+        try:
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                os.setpriority(os.PRIO_PROCESS, int(tid), nice)
         except OSError:
             pass         # gone meanwhile
 
@@ -117,6 +128,9 @@ def main():
                         help="the physics thread pinned to core K in both configurations (the run's cpu)")
     parser.add_argument("--share-cores", action="store_true",
                         help="the browser on any core (default: on the last core, this process on the others)")
+    parser.add_argument("--browser-nice", type=int, default=0, metavar="N",
+                        help="the browser's processes at nice N (19: it takes only what the run leaves of its "
+                             "core, as a browser drawing on a GPU or on another machine would)")
     args = parser.parse_args()
     cores = sorted(os.sched_getaffinity(0))
     split = None if args.share_cores or len(cores) < 2 else (set(cores[:-1]), {cores[-1]})
@@ -132,7 +146,8 @@ def main():
             for rtf in (1.0, 0.0):
                 if with_view:
                     r, late = run_with_browser(ViewProcess(port=args.port), rtf, args.seconds, browser, wait_for,
-                                               split and split[1], args.realtime_priority, args.cpu)
+                                               split and split[1], args.realtime_priority, args.cpu,
+                                               args.browser_nice)
                 else:
                     r, late = one_run(rtf, args.seconds, args.realtime_priority, args.cpu)
                 results.setdefault((with_view, rtf), []).append(r)
@@ -141,7 +156,8 @@ def main():
                       + ", ".join(f"{k} {v:.4g}" for k, v in r.items()), flush=True)
     med = {k: {f: statistics.median(r[f] for r in v) for f in v[0]} for k, v in results.items()}
     load = os.getloadavg()[0]
-    where = (f"the browser on core {cores[-1]}, " if split else "the browser on any core, ") + (
+    where = (f"the browser on core {cores[-1]}" if split else "the browser on any core") + (
+        f" at nice {args.browser_nice}, " if args.browser_nice else ", ") + (
         f"the physics thread on core {args.cpu}, the rest of this process on any core" if args.cpu is not None
         else f"this process on {sorted(split[0])}" if split else "this process on any core")
     fifo = f"SCHED_FIFO {args.realtime_priority}" if args.realtime_priority else "normal priority"
@@ -163,9 +179,9 @@ def main():
           f"the browser (SwiftShader) {b['browser_cpu']:.2f} s")
 
 
-def run_with_browser(view, rtf, seconds, browser, wait_for, browser_cores=None, priority=0, cpu=None):
+def run_with_browser(view, rtf, seconds, browser, wait_for, browser_cores=None, priority=0, cpu=None, nice=0):
     """The run with `view` (a ViewProcess) as its listener and a browser showing it, connected
-    before it starts (the browser's processes held to browser_cores when given)."""
+    before it starts (the browser's processes held to browser_cores when given, at `nice`)."""
     from browser import button
     session = session_for(rtf, seconds, priority, [view], cpu)
     driver = browser()
@@ -179,6 +195,8 @@ def run_with_browser(view, rtf, seconds, browser, wait_for, browser_cores=None, 
         chrome = browser_pids(driver)
         if browser_cores:
             pin(chrome, browser_cores)      # (and any it started meanwhile)
+        if nice:
+            renice(chrome, nice)
         b0, w0 = process_cpu(chrome), time.monotonic()
         r, late = measured(session, seconds)
         wall = time.monotonic() - w0
