@@ -13,6 +13,7 @@ from .direct import DirectCall
 
 _cache = weakref.WeakKeyDictionary()
 _F64 = np.dtype(np.float64)
+_ndarray = np.ndarray          # a global, not np's attribute: as_vector's test runs on every call
 _last = (lambda: None, None)     # (weak reference to the last model asked for, its _Compiled): one
                                  # tuple, replaced whole, so that threads never see a mixed pair
 # The kernels' calls here, past the dispatcher (direct.py): every vector goes through as_vector,
@@ -65,7 +66,9 @@ def _compiled(model) -> _Compiled:
         if e is None or e.revision != model.revision:
             e = _cache[model] = _Compiled(model)
         _last = (weakref.ref(model), e)
-    copy_gravity(model.gravity, e.gravity)
+    gravity = model.gravity       # copy_gravity, inlined: every call pays this
+    if gravity.tobytes() != e.gravity.tobytes():
+        e.gravity[:] = gravity
     return e
 
 
@@ -80,7 +83,7 @@ def as_vector(x, n, what):
     take), or a ValueError saying what was wrong."""
     # the common case first, by the cheapest tests: an array that owns its memory is contiguous
     # and aligned
-    if type(x) is np.ndarray and x.dtype is _F64 and x.ndim == 1 and len(x) == n and (
+    if type(x) is _ndarray and x.dtype is _F64 and x.ndim == 1 and len(x) == n and (
             x.base is None or ((f := x.flags).c_contiguous and f.aligned)):
         return x
     a = np.ascontiguousarray(x, dtype=np.float64)

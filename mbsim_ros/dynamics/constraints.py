@@ -39,6 +39,7 @@ from . import kernels
 from .kernels import aba_solve, copy_into, crba, inline, internal, kernel, world_poses
 from .gauss_seidel import gauss_seidel, row_range, tree_ranges
 from .lcp import lcp_workspace_size, solve_boxed_lcp
+from .views import array_view
 
 # loop closure kinds -> rows
 (LOOP_BALL, LOOP_WELD, LOOP_HINGE, LOOP_LINE, LOOP_PLANE, LOOP_DISTANCE, LOOP_REV_SPH, LOOP_REV_TRANS,
@@ -160,27 +161,27 @@ def solver_sizes(mmax, nv, maxc, nlooprows):
 @internal
 def carve_rules(rf, ri, nv, nloop):
     o = 0
-    lower = rf[o:o + nv]; o += nv
-    upper = rf[o:o + nv]; o += nv
-    velocity_limit = rf[o:o + nv]; o += nv
-    effort_limit = rf[o:o + nv]; o += nv
-    lock_q = rf[o:o + nv]; o += nv
-    loop_pa = rf[o:o + 3 * nloop].reshape((nloop, 3)); o += 3 * nloop
-    loop_pb = rf[o:o + 3 * nloop].reshape((nloop, 3)); o += 3 * nloop
-    loop_ua = rf[o:o + 3 * nloop].reshape((nloop, 3)); o += 3 * nloop
-    loop_u1 = rf[o:o + 3 * nloop].reshape((nloop, 3)); o += 3 * nloop
-    loop_u2 = rf[o:o + 3 * nloop].reshape((nloop, 3)); o += 3 * nloop
-    loop_rrel = rf[o:o + 9 * nloop].reshape((nloop, 3, 3)); o += 9 * nloop
-    loop_dist = rf[o:o + nloop]; o += nloop
-    world_R = rf[o:o + 9].reshape((3, 3)); o += 9
+    lower = array_view(rf, o, nv); o += nv
+    upper = array_view(rf, o, nv); o += nv
+    velocity_limit = array_view(rf, o, nv); o += nv
+    effort_limit = array_view(rf, o, nv); o += nv
+    lock_q = array_view(rf, o, nv); o += nv
+    loop_pa = array_view(rf, o, (nloop, 3)); o += 3 * nloop
+    loop_pb = array_view(rf, o, (nloop, 3)); o += 3 * nloop
+    loop_ua = array_view(rf, o, (nloop, 3)); o += 3 * nloop
+    loop_u1 = array_view(rf, o, (nloop, 3)); o += 3 * nloop
+    loop_u2 = array_view(rf, o, (nloop, 3)); o += 3 * nloop
+    loop_rrel = array_view(rf, o, (nloop, 3, 3)); o += 9 * nloop
+    loop_dist = array_view(rf, o, nloop); o += nloop
+    world_R = array_view(rf, o, (3, 3)); o += 9
     k = 0
-    dof_parent = ri[k:k + nv]; k += nv
-    dof_q = ri[k:k + nv]; k += nv
-    locked = ri[k:k + nv]; k += nv
-    loop_kind = ri[k:k + nloop]; k += nloop
-    loop_la = ri[k:k + nloop]; k += nloop
-    loop_lb = ri[k:k + nloop]; k += nloop
-    loop_row0 = ri[k:k + nloop]; k += nloop
+    dof_parent = array_view(ri, k, nv); k += nv
+    dof_q = array_view(ri, k, nv); k += nv
+    locked = array_view(ri, k, nv); k += nv
+    loop_kind = array_view(ri, k, nloop); k += nloop
+    loop_la = array_view(ri, k, nloop); k += nloop
+    loop_lb = array_view(ri, k, nloop); k += nloop
+    loop_row0 = array_view(ri, k, nloop); k += nloop
     rules = Rules(dof_parent, dof_q, locked, lower, upper, velocity_limit, effort_limit, lock_q,
                   loop_kind, loop_la, loop_lb, loop_row0, loop_pa, loop_pb, loop_ua, loop_u1,
                   loop_u2, loop_rrel, loop_dist, world_R)
@@ -190,35 +191,35 @@ def carve_rules(rf, ri, nv, nloop):
 @internal
 def carve_solver(sf, si, mmax, nv, maxc, nlooprows):
     o = 0
-    J = sf[o:o + mmax * nv].reshape((mmax, nv)); o += mmax * nv
-    Y = sf[o:o + mmax * nv].reshape((mmax, nv)); o += mmax * nv
-    A = sf[o:o + mmax * mmax].reshape((mmax, mmax)); o += mmax * mmax
-    b = sf[o:o + mmax]; o += mmax
-    lo = sf[o:o + mmax]; o += mmax
-    hi = sf[o:o + mmax]; o += mmax
-    x = sf[o:o + mmax]; o += mmax
-    w = sf[o:o + mmax]; o += mmax
-    tau_applied = sf[o:o + nv]; o += nv
-    scratch = sf[o:o + 24].reshape((8, 3)); o += 24
-    cdir = sf[o:o + 9 * maxc].reshape((maxc, 3, 3)); o += 9 * maxc
-    cforce = sf[o:o + 3 * maxc].reshape((maxc, 3)); o += 3 * maxc
-    cprev_point = sf[o:o + 3 * maxc].reshape((maxc, 3)); o += 3 * maxc
-    cprev_x = sf[o:o + 3 * maxc].reshape((maxc, 3)); o += 3 * maxc
-    loop_x = sf[o:o + nlooprows]; o += nlooprows
-    diag = sf[o:o + mmax]; o += mmax
-    u = sf[o:o + nv]; o += nv
-    u_before = sf[o:o + nv]; o += nv
+    J = array_view(sf, o, (mmax, nv)); o += mmax * nv
+    Y = array_view(sf, o, (mmax, nv)); o += mmax * nv
+    A = array_view(sf, o, (mmax, mmax)); o += mmax * mmax
+    b = array_view(sf, o, mmax); o += mmax
+    lo = array_view(sf, o, mmax); o += mmax
+    hi = array_view(sf, o, mmax); o += mmax
+    x = array_view(sf, o, mmax); o += mmax
+    w = array_view(sf, o, mmax); o += mmax
+    tau_applied = array_view(sf, o, nv); o += nv
+    scratch = array_view(sf, o, (8, 3)); o += 24
+    cdir = array_view(sf, o, (maxc, 3, 3)); o += 9 * maxc
+    cforce = array_view(sf, o, (maxc, 3)); o += 3 * maxc
+    cprev_point = array_view(sf, o, (maxc, 3)); o += 3 * maxc
+    cprev_x = array_view(sf, o, (maxc, 3)); o += 3 * maxc
+    loop_x = array_view(sf, o, nlooprows); o += nlooprows
+    diag = array_view(sf, o, mmax); o += mmax
+    u = array_view(sf, o, nv); o += nv
+    u_before = array_view(sf, o, nv); o += nv
     k = 0
-    findex = si[k:k + mmax]; k += mmax
-    row_kind = si[k:k + mmax]; k += mmax
-    row_src = si[k:k + mmax]; k += mmax
-    csel = si[k:k + maxc]; k += maxc
-    row_lo = si[k:k + mmax]; k += mmax
-    row_hi = si[k:k + mmax]; k += mmax
-    tree_start = si[k:k + nv]; k += nv
-    tree_end = si[k:k + nv]; k += nv
-    cprev_geom = si[k:k + 2 * maxc].reshape((maxc, 2)); k += 2 * maxc
-    stats = si[k:k + 9]; k += 9
+    findex = array_view(si, k, mmax); k += mmax
+    row_kind = array_view(si, k, mmax); k += mmax
+    row_src = array_view(si, k, mmax); k += mmax
+    csel = array_view(si, k, maxc); k += maxc
+    row_lo = array_view(si, k, mmax); k += mmax
+    row_hi = array_view(si, k, mmax); k += mmax
+    tree_start = array_view(si, k, nv); k += nv
+    tree_end = array_view(si, k, nv); k += nv
+    cprev_geom = array_view(si, k, (maxc, 2)); k += 2 * maxc
+    stats = array_view(si, k, 9); k += 9
     solver = Solver(J, Y, A, b, lo, hi, x, w, tau_applied, scratch, cdir, cforce, cprev_point,
                     cprev_x, diag, u, u_before, loop_x, findex, row_kind, row_src, csel, row_lo, row_hi, tree_start,
                     tree_end, cprev_geom, stats)

@@ -43,6 +43,7 @@ from ..model import (Actuator, BodyLoad, Bushing, CoordinateCoupler, CoordinateL
 from .constraints import ROW_COUPLER, ROW_MOTOR, ROW_STOP, accumulate_angular, accumulate_linear, set_row
 from .functions import FI_COLUMNS, eval_function, pack_functions
 from .kernels import inline, internal
+from .views import array_view
 
 # element kinds
 SPRING, RSDA, BUSHING, LIMIT, ACT_COORD, ACT_TORQUE, ACT_POINT, LOAD_FORCE, LOAD_TORQUE, MOTOR, COUPLER = range(1, 12)
@@ -94,18 +95,18 @@ def forces_sizes(n, nmap, nff, nfun, nact, ninp):
 def carve_forces(ef, ei):
     n, nmap, nff, nfun, nact, ninp = ei[H_N], ei[H_NMAP], ei[H_NFF], ei[H_NFUN], ei[H_NACT], ei[H_NINP]
     o = 0
-    el_f = ef[o:o + n * NF].reshape((n, NF)); o += n * NF
-    es = ef[o:o + n * NS].reshape((n, NS)); o += n * NS
-    maps = ef[o:o + nmap]; o += nmap
-    ff = ef[o:o + nff]; o += nff
-    controls = ef[o:o + max(nact, 1)]; o += max(nact, 1)
-    inputs = ef[o:o + max(ninp, 1)]; o += max(ninp, 1)
-    v3 = ef[o:o + 3 * NSCRATCH].reshape((NSCRATCH, 3)); o += 3 * NSCRATCH
-    m3 = ef[o:o + 36].reshape((4, 3, 3)); o += 36
+    el_f = array_view(ef, o, (n, NF)); o += n * NF
+    es = array_view(ef, o, (n, NS)); o += n * NS
+    maps = array_view(ef, o, nmap); o += nmap
+    ff = array_view(ef, o, nff); o += nff
+    controls = array_view(ef, o, max(nact, 1)); o += max(nact, 1)
+    inputs = array_view(ef, o, max(ninp, 1)); o += max(ninp, 1)
+    v3 = array_view(ef, o, (NSCRATCH, 3)); o += 3 * NSCRATCH
+    m3 = array_view(ef, o, (4, 3, 3)); o += 36
     k = 0
-    flags = ei[k:k + HEADER]; k += HEADER
-    el_i = ei[k:k + n * NI].reshape((n, NI)); k += n * NI
-    fi = ei[k:k + max(nfun, 1) * FI_COLUMNS].reshape((max(nfun, 1), FI_COLUMNS)); k += max(nfun, 1) * FI_COLUMNS
+    flags = array_view(ei, k, HEADER); k += HEADER
+    el_i = array_view(ei, k, (n, NI)); k += n * NI
+    fi = array_view(ei, k, (max(nfun, 1), FI_COLUMNS)); k += max(nfun, 1) * FI_COLUMNS
     return Forces(flags, el_i, el_f, es, maps, ff, fi, controls, inputs, v3, m3), o, k
 
 

@@ -16,6 +16,7 @@ from numba import njit
 from .._kernel_cache import kernel as kernel_decorator
 
 from .functions import FI_COLUMNS, eval_function
+from .views import array_view
 
 # Elementary body types (compiled.py maps every Model joint type onto them). CUSTOM is a
 # function-based body (OpenSim's CustomJoint, Simbody's FunctionBased mobilizer): nvb
@@ -130,33 +131,33 @@ def carve_tree(tf, ti):
     returns ~25 arrays would cost a CPU second for nothing (likewise every carve_*)."""
     nb, nv, nl, nff, nfn = ti[0], ti[1], ti[2], ti[4], ti[5]
     o = 0
-    axis = tf[o:o + 18 * nb].reshape((nb, 6, 3)); o += 18 * nb
-    hpitch = tf[o:o + nb]; o += nb
-    R0 = tf[o:o + 9 * nb].reshape((nb, 3, 3)); o += 9 * nb
-    p0 = tf[o:o + 3 * nb].reshape((nb, 3)); o += 3 * nb
-    S0 = tf[o:o + 36 * nb].reshape((nb, 6, 6)); o += 36 * nb
-    mass = tf[o:o + nb]; o += nb
-    h = tf[o:o + 3 * nb].reshape((nb, 3)); o += 3 * nb
-    Io = tf[o:o + 9 * nb].reshape((nb, 3, 3)); o += 9 * nb
-    armature = tf[o:o + nv]; o += nv
-    damping = tf[o:o + nv]; o += nv
-    stiffness = tf[o:o + nv]; o += nv
-    rest = tf[o:o + nv]; o += nv
-    friction = tf[o:o + nv]; o += nv
-    link_R = tf[o:o + 9 * nl].reshape((nl, 3, 3)); o += 9 * nl
-    link_p = tf[o:o + 3 * nl].reshape((nl, 3)); o += 3 * nl
-    gravity = tf[o:o + 3]; o += 3
-    radii = tf[o:o + 3 * nb].reshape((nb, 3)); o += 3 * nb
-    ff = tf[o:o + nff]; o += nff
+    axis = array_view(tf, o, (nb, 6, 3)); o += 18 * nb
+    hpitch = array_view(tf, o, nb); o += nb
+    R0 = array_view(tf, o, (nb, 3, 3)); o += 9 * nb
+    p0 = array_view(tf, o, (nb, 3)); o += 3 * nb
+    S0 = array_view(tf, o, (nb, 6, 6)); o += 36 * nb
+    mass = array_view(tf, o, nb); o += nb
+    h = array_view(tf, o, (nb, 3)); o += 3 * nb
+    Io = array_view(tf, o, (nb, 3, 3)); o += 9 * nb
+    armature = array_view(tf, o, nv); o += nv
+    damping = array_view(tf, o, nv); o += nv
+    stiffness = array_view(tf, o, nv); o += nv
+    rest = array_view(tf, o, nv); o += nv
+    friction = array_view(tf, o, nv); o += nv
+    link_R = array_view(tf, o, (nl, 3, 3)); o += 9 * nl
+    link_p = array_view(tf, o, (nl, 3)); o += 3 * nl
+    gravity = array_view(tf, o, 3); o += 3
+    radii = array_view(tf, o, (nb, 3)); o += 3 * nb
+    ff = array_view(tf, o, nff); o += nff
     k = TREE_HEADER
-    parent = ti[k:k + nb]; k += nb
-    jtype = ti[k:k + nb]; k += nb
-    iq = ti[k:k + nb]; k += nb
-    iv = ti[k:k + nb]; k += nb
-    nvb = ti[k:k + nb]; k += nb
-    link_body = ti[k:k + nl]; k += nl
-    ta_index = ti[k:k + 12 * nb].reshape((nb, 6, 2)); k += 12 * nb
-    fi = ti[k:k + FI_COLUMNS * nfn].reshape((nfn, FI_COLUMNS)); k += FI_COLUMNS * nfn
+    parent = array_view(ti, k, nb); k += nb
+    jtype = array_view(ti, k, nb); k += nb
+    iq = array_view(ti, k, nb); k += nb
+    iv = array_view(ti, k, nb); k += nb
+    nvb = array_view(ti, k, nb); k += nb
+    link_body = array_view(ti, k, nl); k += nl
+    ta_index = array_view(ti, k, (nb, 6, 2)); k += 12 * nb
+    fi = array_view(ti, k, (nfn, FI_COLUMNS)); k += FI_COLUMNS * nfn
     tree = Tree(parent, jtype, iq, iv, nvb, axis, hpitch, R0, p0, S0, ta_index, ff, fi, mass, h, Io, armature, damping, stiffness, rest, friction, link_body,
                 link_R, link_p, gravity, radii)
     return tree, o, k
@@ -167,45 +168,45 @@ def carve_data(df, ti):
     """The Data workspace as views into one float buffer (sizes from the Tree header ti)."""
     nb, nv, nl, nq = ti[0], ti[1], ti[2], ti[3]
     o = 0
-    Rr = df[o:o + 9 * nb].reshape((nb, 3, 3)); o += 9 * nb
-    pr = df[o:o + 3 * nb].reshape((nb, 3)); o += 3 * nb
-    Rw = df[o:o + 9 * nb].reshape((nb, 3, 3)); o += 9 * nb
-    pw = df[o:o + 3 * nb].reshape((nb, 3)); o += 3 * nb
-    X = df[o:o + 36 * nb].reshape((nb, 6, 6)); o += 36 * nb
-    S = df[o:o + 36 * nb].reshape((nb, 6, 6)); o += 36 * nb
-    ta_state = df[o:o + 30 * nb].reshape((nb, 6, 5)); o += 30 * nb
-    vel = df[o:o + 6 * nb].reshape((nb, 6)); o += 6 * nb
-    cb = df[o:o + 6 * nb].reshape((nb, 6)); o += 6 * nb
-    acc = df[o:o + 6 * nb].reshape((nb, 6)); o += 6 * nb
-    IA = df[o:o + 36 * nb].reshape((nb, 6, 6)); o += 36 * nb
-    pA = df[o:o + 6 * nb].reshape((nb, 6)); o += 6 * nb
-    U = df[o:o + 36 * nb].reshape((nb, 6, 6)); o += 36 * nb
-    Dinv = df[o:o + 36 * nb].reshape((nb, 6, 6)); o += 36 * nb
-    u = df[o:o + 6 * nb].reshape((nb, 6)); o += 6 * nb
-    f = df[o:o + 6 * nb].reshape((nb, 6)); o += 6 * nb
-    fext = df[o:o + 6 * nb].reshape((nb, 6)); o += 6 * nb
-    M = df[o:o + nv * nv].reshape((nv, nv)); o += nv * nv
-    qdd = df[o:o + nv]; o += nv
-    tau_total = df[o:o + nv]; o += nv
-    diag = df[o:o + nv]; o += nv
-    t6a = df[o:o + 6]; o += 6
-    t6b = df[o:o + 6]; o += 6
-    T66 = df[o:o + 36].reshape((6, 6)); o += 36
-    T66b = df[o:o + 36].reshape((6, 6)); o += 36
-    UDi = df[o:o + 36].reshape((6, 6)); o += 36
-    link_R = df[o:o + 9 * nl].reshape((nl, 3, 3)); o += 9 * nl
-    link_p = df[o:o + 3 * nl].reshape((nl, 3)); o += 3 * nl
-    q_prev = df[o:o + nq]; o += nq
-    v_prev = df[o:o + nv]; o += nv
-    a_step = df[o:o + nv]; o += nv
-    k_v = df[o:o + 4 * nv].reshape((4, nv)); o += 4 * nv
-    k_a = df[o:o + 4 * nv].reshape((4, nv)); o += 4 * nv
-    q_stage = df[o:o + nq]; o += nq
-    v_stage = df[o:o + nv]; o += nv
-    v_sum = df[o:o + nv]; o += nv
-    a_sum = df[o:o + nv]; o += nv
-    Sw = df[o:o + 36 * nb].reshape((nb, 6, 6)); o += 36 * nb
-    crb = df[o:o + 13 * nb].reshape((nb, 13)); o += 13 * nb
+    Rr = array_view(df, o, (nb, 3, 3)); o += 9 * nb
+    pr = array_view(df, o, (nb, 3)); o += 3 * nb
+    Rw = array_view(df, o, (nb, 3, 3)); o += 9 * nb
+    pw = array_view(df, o, (nb, 3)); o += 3 * nb
+    X = array_view(df, o, (nb, 6, 6)); o += 36 * nb
+    S = array_view(df, o, (nb, 6, 6)); o += 36 * nb
+    ta_state = array_view(df, o, (nb, 6, 5)); o += 30 * nb
+    vel = array_view(df, o, (nb, 6)); o += 6 * nb
+    cb = array_view(df, o, (nb, 6)); o += 6 * nb
+    acc = array_view(df, o, (nb, 6)); o += 6 * nb
+    IA = array_view(df, o, (nb, 6, 6)); o += 36 * nb
+    pA = array_view(df, o, (nb, 6)); o += 6 * nb
+    U = array_view(df, o, (nb, 6, 6)); o += 36 * nb
+    Dinv = array_view(df, o, (nb, 6, 6)); o += 36 * nb
+    u = array_view(df, o, (nb, 6)); o += 6 * nb
+    f = array_view(df, o, (nb, 6)); o += 6 * nb
+    fext = array_view(df, o, (nb, 6)); o += 6 * nb
+    M = array_view(df, o, (nv, nv)); o += nv * nv
+    qdd = array_view(df, o, nv); o += nv
+    tau_total = array_view(df, o, nv); o += nv
+    diag = array_view(df, o, nv); o += nv
+    t6a = array_view(df, o, 6); o += 6
+    t6b = array_view(df, o, 6); o += 6
+    T66 = array_view(df, o, (6, 6)); o += 36
+    T66b = array_view(df, o, (6, 6)); o += 36
+    UDi = array_view(df, o, (6, 6)); o += 36
+    link_R = array_view(df, o, (nl, 3, 3)); o += 9 * nl
+    link_p = array_view(df, o, (nl, 3)); o += 3 * nl
+    q_prev = array_view(df, o, nq); o += nq
+    v_prev = array_view(df, o, nv); o += nv
+    a_step = array_view(df, o, nv); o += nv
+    k_v = array_view(df, o, (4, nv)); o += 4 * nv
+    k_a = array_view(df, o, (4, nv)); o += 4 * nv
+    q_stage = array_view(df, o, nq); o += nq
+    v_stage = array_view(df, o, nv); o += nv
+    v_sum = array_view(df, o, nv); o += nv
+    a_sum = array_view(df, o, nv); o += nv
+    Sw = array_view(df, o, (nb, 6, 6)); o += 36 * nb
+    crb = array_view(df, o, (nb, 13)); o += 13 * nb
     data = Data(Rr, pr, Rw, pw, X, S, ta_state, vel, cb, acc, IA, pA, U, Dinv, u, f,
                 fext, M, qdd, tau_total, diag, t6a, t6b, T66, T66b, UDi, link_R, link_p,
                 q_prev, v_prev, a_step, k_v, k_a, q_stage, v_stage, v_sum, a_sum, Sw, crb)

@@ -107,3 +107,35 @@ def test_every_field_of_each_view_is_in_its_layout():
              (constraints.Rules, constraints.rules_layout(1, 1)), (constraints.Solver, constraints.solver_layout(1, 1, 1, 1))]
     for view, (floats, ints) in pairs:
         assert set(view._fields) <= set(floats) | set(ints), view.__name__
+
+
+def test_compiled_view_is_the_numpy_view():
+    """array_view compiled (the view's header filled in, nothing checked) and in Python (slice
+    and reshape) give the same view: address, shape, strides and values, for 1 to 3 dimensions,
+    float and int buffers, a literal dimension in the shape, an empty view."""
+    from numba import njit
+    from mbsim_ros.dynamics.views import array_view
+
+    @njit
+    def one(buf, o, n):
+        return array_view(buf, o, n)
+
+    @njit
+    def two(buf, o, n):
+        return array_view(buf, o, (n, 3))
+
+    @njit
+    def three(buf, o, n, m):
+        return array_view(buf, o, (n, m, 2))
+
+    for buf in (np.arange(100.0), np.arange(100, dtype=np.int64)):
+        for compiled, expected in ((one(buf, 7, 5), array_view(buf, 7, 5)),
+                                   (two(buf, 3, 4), array_view(buf, 3, (4, 3))),
+                                   (three(buf, 11, 2, 5), array_view(buf, 11, (2, 5, 2))),
+                                   (two(buf, 90, 0), array_view(buf, 90, (0, 3)))):
+            assert compiled.dtype == buf.dtype and compiled.shape == expected.shape
+            assert compiled.strides == expected.strides
+            assert compiled.flags.c_contiguous
+            if compiled.size:
+                assert compiled.ctypes.data == expected.ctypes.data
+            np.testing.assert_array_equal(compiled, expected)

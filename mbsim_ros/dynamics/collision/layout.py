@@ -6,6 +6,7 @@ import math
 from collections import namedtuple
 
 from ..kernels import internal
+from ..views import array_view
 
 
 # Geom kinds. The narrow phase orders a pair so that the larger code is its `a`.
@@ -94,19 +95,19 @@ def carve_geoms(gf, gi):
     """The Geoms as views into gf and gi (header gi[:4] = ngeom, nverts, npair, capacity)."""
     ng, nverts, npair = gi[0], gi[1], gi[2]
     o = 0
-    R = gf[o:o + 9 * ng].reshape((ng, 3, 3)); o += 9 * ng
-    p = gf[o:o + 3 * ng].reshape((ng, 3)); o += 3 * ng
-    size = gf[o:o + 3 * ng].reshape((ng, 3)); o += 3 * ng
-    friction = gf[o:o + ng]; o += ng
-    restitution = gf[o:o + ng]; o += ng
-    rbound = gf[o:o + ng]; o += ng
-    verts = gf[o:o + 3 * nverts].reshape((nverts, 3)); o += 3 * nverts
+    R = array_view(gf, o, (ng, 3, 3)); o += 9 * ng
+    p = array_view(gf, o, (ng, 3)); o += 3 * ng
+    size = array_view(gf, o, (ng, 3)); o += 3 * ng
+    friction = array_view(gf, o, ng); o += ng
+    restitution = array_view(gf, o, ng); o += ng
+    rbound = array_view(gf, o, ng); o += ng
+    verts = array_view(gf, o, (nverts, 3)); o += 3 * nverts
     k = 4
-    kind = gi[k:k + ng]; k += ng
-    link = gi[k:k + ng]; k += ng
-    vert_start = gi[k:k + ng]; k += ng
-    vert_count = gi[k:k + ng]; k += ng
-    pairs = gi[k:k + 2 * npair].reshape((npair, 2)); k += 2 * npair
+    kind = array_view(gi, k, ng); k += ng
+    link = array_view(gi, k, ng); k += ng
+    vert_start = array_view(gi, k, ng); k += ng
+    vert_count = array_view(gi, k, ng); k += ng
+    pairs = array_view(gi, k, (npair, 2)); k += 2 * npair
     g = Geoms(kind, link, vert_start, vert_count, R, p, size, friction, restitution, rbound,
               verts, pairs)
     return g, o, k
@@ -117,25 +118,25 @@ def carve_contacts(cf, ci):
     """The Contacts workspace as views into cf and ci (header ci[:3] = capacity, ngeom, ncand)."""
     cap, ng, ncand = ci[0], ci[1], ci[2]
     o = 0
-    point = cf[o:o + 3 * cap].reshape((cap, 3)); o += 3 * cap
-    normal = cf[o:o + 3 * cap].reshape((cap, 3)); o += 3 * cap
-    depth = cf[o:o + cap]; o += cap
-    mu = cf[o:o + cap]; o += cap
-    restitution = cf[o:o + cap]; o += cap
-    geom_R = cf[o:o + 9 * ng].reshape((ng, 3, 3)); o += 9 * ng
-    geom_p = cf[o:o + 3 * ng].reshape((ng, 3)); o += 3 * ng
-    geom_half = cf[o:o + 3 * ng].reshape((ng, 3)); o += 3 * ng
-    feat = cf[o:o + 6 * MAX_FEATURE].reshape((2 * MAX_FEATURE, 3)); o += 6 * MAX_FEATURE
-    poly = cf[o:o + 6 * MAX_POLY].reshape((2 * MAX_POLY, 3)); o += 6 * MAX_POLY
-    cand = cf[o:o + 7 * ncand].reshape((ncand, 7)); o += 7 * ncand
-    simplex = cf[o:o + 40].reshape((4, 10)); o += 40
-    epa_vert = cf[o:o + 9 * EPA_MAX_VERTS].reshape((EPA_MAX_VERTS, 9)); o += 9 * EPA_MAX_VERTS
-    epa_face = cf[o:o + 4 * EPA_MAX_FACES].reshape((EPA_MAX_FACES, 4)); o += 4 * EPA_MAX_FACES
+    point = array_view(cf, o, (cap, 3)); o += 3 * cap
+    normal = array_view(cf, o, (cap, 3)); o += 3 * cap
+    depth = array_view(cf, o, cap); o += cap
+    mu = array_view(cf, o, cap); o += cap
+    restitution = array_view(cf, o, cap); o += cap
+    geom_R = array_view(cf, o, (ng, 3, 3)); o += 9 * ng
+    geom_p = array_view(cf, o, (ng, 3)); o += 3 * ng
+    geom_half = array_view(cf, o, (ng, 3)); o += 3 * ng
+    feat = array_view(cf, o, (2 * MAX_FEATURE, 3)); o += 6 * MAX_FEATURE
+    poly = array_view(cf, o, (2 * MAX_POLY, 3)); o += 6 * MAX_POLY
+    cand = array_view(cf, o, (ncand, 7)); o += 7 * ncand
+    simplex = array_view(cf, o, (4, 10)); o += 40
+    epa_vert = array_view(cf, o, (EPA_MAX_VERTS, 9)); o += 9 * EPA_MAX_VERTS
+    epa_face = array_view(cf, o, (EPA_MAX_FACES, 4)); o += 4 * EPA_MAX_FACES
     k = 3
-    link = ci[k:k + 2 * cap].reshape((cap, 2)); k += 2 * cap
-    geom = ci[k:k + 2 * cap].reshape((cap, 2)); k += 2 * cap
-    epa_index = ci[k:k + 4 * EPA_MAX_FACES].reshape((EPA_MAX_FACES, 4)); k += 4 * EPA_MAX_FACES
-    epa_edge = ci[k:k + 2 * EPA_MAX_EDGES].reshape((EPA_MAX_EDGES, 2)); k += 2 * EPA_MAX_EDGES
+    link = array_view(ci, k, (cap, 2)); k += 2 * cap
+    geom = array_view(ci, k, (cap, 2)); k += 2 * cap
+    epa_index = array_view(ci, k, (EPA_MAX_FACES, 4)); k += 4 * EPA_MAX_FACES
+    epa_edge = array_view(ci, k, (EPA_MAX_EDGES, 2)); k += 2 * EPA_MAX_EDGES
     c = Contacts(link, geom, point, normal, depth, mu, restitution, geom_R, geom_p, geom_half,
                  feat, poly, cand, simplex, epa_vert, epa_face, epa_index, epa_edge)
     return c, o, k
