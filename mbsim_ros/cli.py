@@ -86,7 +86,7 @@ def _run(args, config, view):
     """mbsim run once the configuration is read (and the view, if asked for, listens)."""
     from tqdm import tqdm
     from .ros.bag import BagTransport
-    from .ros.bridge import WARM_UP_JOBS, Bridge
+    from .ros.bridge import TF_WARM_UP, WARM_UP_JOBS, Bridge
     from .run import Session, build_simulation
     from .run.stop_signals import catch_stop_signals, signal_name
     from .run.world import load_world
@@ -104,7 +104,7 @@ def _run(args, config, view):
     t0 = time.perf_counter()
     with compile_report(CompileBar(args.quiet)):
         sim = build_simulation(models, config, log=lambda text: print(f"warning: {text}", file=sys.stderr),
-                         warm_up_jobs=WARM_UP_JOBS)
+                         warm_up_jobs=WARM_UP_JOBS if args.bag else (TF_WARM_UP,))
     prepare = time.perf_counter() - t0
     transports = []
     live = "no live topics"

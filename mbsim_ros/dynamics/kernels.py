@@ -784,13 +784,22 @@ def aba(t, d, tau, diag, qdd):
             _force_to_parent_add(d.X[i], pa, d.pA[p])
     a0 = d.t6b
     a0[0], a0[1], a0[2], a0[3], a0[4], a0[5] = -g[0], -g[1], -g[2], 0.0, 0.0, 0.0
-    for i in range(nb):
+    _aba_accelerations(t, d, a0, True, qdd)
+
+
+@internal
+def _aba_accelerations(t, d, a0, bias, out):
+    """ABA's pass down the tree from the articulated inertias and d.u its pass up left: out the
+    joint accelerations, d.acc the bodies'; a0 the world's acceleration, bias whether the
+    velocity-product accelerations d.cb enter (aba) or not (aba_solve). Uses d.t6a as scratch."""
+    tmp = d.t6a
+    for i in range(t.parent.shape[0]):
         p = t.parent[i]
-        ap = a0 if p < 0 else d.acc[p]
         acc = d.acc[i]
-        _mv6(d.X[i], ap, acc)
-        for a in range(6):
-            acc[a] += d.cb[i, a]
+        _mv6(d.X[i], a0 if p < 0 else d.acc[p], acc)
+        if bias:
+            for a in range(6):
+                acc[a] += d.cb[i, a]
         nd = t.nvb[i]
         iv = t.iv[i]
         S = d.S[i]
@@ -804,11 +813,11 @@ def aba(t, d, tau, diag, qdd):
             s = 0.0
             for r in range(nd):
                 s += d.Dinv[i, k, r] * tmp[r]
-            qdd[iv + k] = s
+            out[iv + k] = s
         for a in range(6):
             s = 0.0
             for k in range(nd):
-                s += S[a, k] * qdd[iv + k]
+                s += S[a, k] * out[iv + k]
             acc[a] += s
 
 
@@ -816,8 +825,8 @@ def aba(t, d, tau, diag, qdd):
 def aba_solve(t, d, f, out):
     """out = H^-1 f, H the system matrix of the last aba() (mass matrix plus its diag), from the
     articulated inertias it left (U, Dinv, X): ABA with zero velocity, gravity and external
-    forces, one pass up and one down over 6-vectors (a test impulse, Featherstone RBDA 7.3).
-    Uses d.pA, d.u, d.acc and d.t6a, d.t6b as scratch."""
+    forces, one pass up and ABA's own pass down (_aba_accelerations) over 6-vectors (a test
+    impulse, Featherstone RBDA 7.3). Uses d.pA, d.u, d.acc and d.t6a, d.t6b as scratch."""
     nb = t.parent.shape[0]
     for i in range(nb):
         for a in range(6):
@@ -847,33 +856,9 @@ def aba_solve(t, d, f, out):
                     s += U[a, k] * tmp[k]
                 pa[a] = s
             _force_to_parent_add(d.X[i], pa, d.pA[p])
-    for i in range(nb):
-        p = t.parent[i]
-        acc = d.acc[i]
-        nd = t.nvb[i]
-        iv = t.iv[i]
-        S = d.S[i]
-        U = d.U[i]
-        if p < 0:
-            for a in range(6):
-                acc[a] = 0.0
-        else:
-            _mv6(d.X[i], d.acc[p], acc)
-        for k in range(nd):
-            s = d.u[i, k]
-            for c in range(6):
-                s -= U[c, k] * acc[c]
-            tmp[k] = s
-        for k in range(nd):
-            s = 0.0
-            for r in range(nd):
-                s += d.Dinv[i, k, r] * tmp[r]
-            out[iv + k] = s
-        for a in range(6):
-            s = 0.0
-            for k in range(nd):
-                s += S[a, k] * out[iv + k]
-            acc[a] += s
+    for a in range(6):
+        pa[a] = 0.0
+    _aba_accelerations(t, d, pa, False, out)
 
 
 # ------------------------------------------------------------------------------- RNEA ---

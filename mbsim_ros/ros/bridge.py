@@ -52,7 +52,9 @@ from .topic_layout import (CLOCK_BIT, DIAGNOSTICS_BIT, FIXED_KEYS, JOINT_STATES_
                            TopicNames, WorldLayout, check_rate, model_topics, robot_description)
 
 # what the messages' kernels need compiled before the clock starts (run.world.simulation's warm_up_jobs)
-WARM_UP_JOBS = (("TF poses", tpl.compile_tf_kernels), ("bag recording", bag_kernels.compile_lane_kernels))
+TF_WARM_UP = ("TF poses", tpl.compile_tf_kernels)
+BAG_WARM_UP = ("bag recording", bag_kernels.compile_lane_kernels)    # only a bag's lane calls these
+WARM_UP_JOBS = (TF_WARM_UP, BAG_WARM_UP)
 
 
 class Bridge:
