@@ -1,6 +1,6 @@
 """ROS 2 through rclpy (a sourced ROS 2 installation): the CDR bytes from `messages` are published
-as serialized messages (`Publisher.publish(bytes)`), subscriptions are raw (`raw=True`) and hand
-the bytes on. rclpy is imported when the transport is made, never at package import."""
+as serialized messages (through rcl without the interpreter's lock: rcl_publish.py), subscriptions
+are raw (`raw=True`) and hand the bytes on. rclpy is imported when the transport is made, never at package import."""
 from __future__ import annotations
 
 import importlib
@@ -55,8 +55,11 @@ class RclpyTransport(Transport):
         import rclpy
         from rclpy.executors import SingleThreadedExecutor
 
+        from .rcl_publish import SerializedPublish
+
         super().__init__()
         self._rclpy, self._executor, self._thread, self._own_context = rclpy, None, None, False
+        self._publish = SerializedPublish()
         if node is None:
             if not rclpy.ok():
                 rclpy.init()
@@ -78,7 +81,7 @@ class RclpyTransport(Transport):
         self.node.destroy_publisher(pub.impl)
 
     def publish(self, handle: Publisher, data: bytes, stamp_ns: int = 0) -> None:
-        handle.impl.publish(bytes(data))  # bytes (not bytearray/memoryview): a serialized message
+        self._publish(handle.impl, data)
         handle.messages += 1
         handle.bytes += len(data)
 
