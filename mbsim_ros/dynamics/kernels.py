@@ -16,7 +16,7 @@ from numba import njit
 from .._kernel_cache import kernel as kernel_decorator
 
 from .functions import FI_COLUMNS, eval_function
-from .spatial3 import block, force_to_parent_add, inertia_to_parent_add, motion_to_child, mtv, mv, outer_sub
+from .spatial3 import (block, force_to_parent_add, inertia_to_parent_add, motion_in_child, mtv, mv, outer_sub)
 from .views import array_view
 
 # Elementary body types (compiled.py maps every Model joint type onto them). CUSTOM is a
@@ -325,19 +325,6 @@ def _cross_force_add(vel, f, out):
 
 
 @inline
-def _cross_motion(vel, m, out):
-    """out = vel x m = (w x m_lin + v x m_ang, w x m_ang)."""
-    v0, v1, v2, w0, w1, w2 = vel[0], vel[1], vel[2], vel[3], vel[4], vel[5]
-    a0, a1, a2, b0, b1, b2 = m[0], m[1], m[2], m[3], m[4], m[5]
-    out[0] = w1 * a2 - w2 * a1 + v1 * b2 - v2 * b1
-    out[1] = w2 * a0 - w0 * a2 + v2 * b0 - v0 * b2
-    out[2] = w0 * a1 - w1 * a0 + v0 * b1 - v1 * b0
-    out[3] = w1 * b2 - w2 * b1
-    out[4] = w2 * b0 - w0 * b2
-    out[5] = w0 * b1 - w1 * b0
-
-
-@inline
 def _invert_spd(A, n, Ainv):
     """Ainv[:n, :n] = A[:n, :n]^-1 for a small (n <= 6) symmetric positive-definite block, by
     Cholesky, in place in Ainv; a non-positive pivot yields NaN, caught by the step's check."""
@@ -585,23 +572,29 @@ def _velocities(t, d, v):
     """Body velocities and velocity-product accelerations cb = vel x (S qdot) (+ Sdot qdot for
     CUSTOM bodies, whose S turns with q)."""
     nb = t.parent.shape[0]
-    vJ = d.t6a
     for i in range(nb):
         p = t.parent[i]
         if p < 0:
-            for a in range(6):
-                d.vel[i, a] = 0.0
+            x0 = x1 = x2 = x3 = x4 = x5 = 0.0
         else:
-            motion_to_child(d.Rr[i], d.pr[i], d.vel[p], d.vel[i])
+            x0, x1, x2, x3, x4, x5 = motion_in_child(d.Rr[i], d.pr[i], d.vel[p])
         S = d.S[i]
         iv = t.iv[i]
-        for a in range(6):
-            s = 0.0
-            for k in range(t.nvb[i]):
-                s += S[a, k] * v[iv + k]
-            vJ[a] = s
-            d.vel[i, a] += s
-        _cross_motion(d.vel[i], vJ, d.cb[i])
+        j0 = j1 = j2 = j3 = j4 = j5 = 0.0     # S qdot, in registers
+        for k in range(t.nvb[i]):
+            qk = v[iv + k]
+            j0, j1, j2 = j0 + S[0, k] * qk, j1 + S[1, k] * qk, j2 + S[2, k] * qk
+            j3, j4, j5 = j3 + S[3, k] * qk, j4 + S[4, k] * qk, j5 + S[5, k] * qk
+        x0, x1, x2, x3, x4, x5 = x0 + j0, x1 + j1, x2 + j2, x3 + j3, x4 + j4, x5 + j5
+        vel, cb = d.vel[i], d.cb[i]
+        vel[0], vel[1], vel[2], vel[3], vel[4], vel[5] = x0, x1, x2, x3, x4, x5
+        # cb = vel x (S qdot) = (w x j_lin + v x j_ang, w x j_ang)
+        cb[0] = x4 * j2 - x5 * j1 + x1 * j5 - x2 * j4
+        cb[1] = x5 * j0 - x3 * j2 + x2 * j3 - x0 * j5
+        cb[2] = x3 * j1 - x4 * j0 + x0 * j4 - x1 * j3
+        cb[3] = x4 * j5 - x5 * j4
+        cb[4] = x5 * j3 - x3 * j5
+        cb[5] = x3 * j4 - x4 * j3
         if t.jtype[i] == CUSTOM:
             _custom_bias_add(t, d, i, v, d.cb[i])
 
@@ -760,15 +753,23 @@ def _aba_accelerations(t, d, a0, bias, out):
     tmp = d.t6a
     for i in range(t.parent.shape[0]):
         p = t.parent[i]
-        acc = d.acc[i]
-        motion_to_child(d.Rr[i], d.pr[i], a0 if p < 0 else d.acc[p], acc)
+        x0, x1, x2, x3, x4, x5 = motion_in_child(d.Rr[i], d.pr[i], a0 if p < 0 else d.acc[p])
         if bias:
-            for a in range(6):
-                acc[a] += d.cb[i, a]
+            cb = d.cb[i]
+            x0, x1, x2, x3, x4, x5 = x0 + cb[0], x1 + cb[1], x2 + cb[2], x3 + cb[3], x4 + cb[4], x5 + cb[5]
         nd = t.nvb[i]
         iv = t.iv[i]
         S = d.S[i]
         U = d.U[i]
+        acc = d.acc[i]
+        if nd == 1:          # most joints: in registers
+            qa = d.Dinv[i, 0, 0] * (d.u[i, 0] - (U[0, 0] * x0 + U[1, 0] * x1 + U[2, 0] * x2 + U[3, 0] * x3
+                                                 + U[4, 0] * x4 + U[5, 0] * x5))
+            out[iv] = qa
+            acc[0], acc[1], acc[2] = x0 + S[0, 0] * qa, x1 + S[1, 0] * qa, x2 + S[2, 0] * qa
+            acc[3], acc[4], acc[5] = x3 + S[3, 0] * qa, x4 + S[4, 0] * qa, x5 + S[5, 0] * qa
+            continue
+        acc[0], acc[1], acc[2], acc[3], acc[4], acc[5] = x0, x1, x2, x3, x4, x5
         for k in range(nd):
             s = d.u[i, k]
             for c in range(6):
@@ -789,7 +790,7 @@ def _aba_accelerations(t, d, a0, bias, out):
 @internal
 def aba_solve(t, d, f, out):
     """out = H^-1 f, H the system matrix of the last aba() (mass matrix plus its diag), from the
-    articulated inertias it left (U, Dinv, X): ABA with zero velocity, gravity and external
+    articulated inertias it left (U, Dinv): ABA with zero velocity, gravity and external
     forces, one pass up and ABA's own pass down (_aba_accelerations) over 6-vectors (a test
     impulse, Featherstone RBDA 7.3). Uses d.pA, d.u, d.acc and d.t6a, d.t6b as scratch."""
     nb = t.parent.shape[0]
@@ -803,13 +804,17 @@ def aba_solve(t, d, f, out):
         S = d.S[i]
         U = d.U[i]
         Dinv = d.Dinv[i]
+        carries = False
         for k in range(nd):                  # u = f - S^T pA
             s = f[iv + k]
             for c in range(6):
                 s -= S[c, k] * d.pA[i, c]
             d.u[i, k] = s
+            carries = carries or s != 0.0
+        for c in range(6):
+            carries = carries or d.pA[i, c] != 0.0
         p = t.parent[i]
-        if p >= 0:
+        if p >= 0 and carries:               # (a row's f moves its DOFs' ancestors alone)
             for k in range(nd):              # Dinv u
                 s = 0.0
                 for r in range(nd):
@@ -833,15 +838,17 @@ def body_accelerations(t, d, qdd, a0):
     acceleration ((-g, 0) folds gravity in, as RNEA and ABA do; zero gives true accelerations)."""
     for i in range(t.parent.shape[0]):
         p = t.parent[i]
-        acc = d.acc[i]
-        motion_to_child(d.Rr[i], d.pr[i], a0 if p < 0 else d.acc[p], acc)
+        x0, x1, x2, x3, x4, x5 = motion_in_child(d.Rr[i], d.pr[i], a0 if p < 0 else d.acc[p])
+        cb = d.cb[i]
+        x0, x1, x2, x3, x4, x5 = x0 + cb[0], x1 + cb[1], x2 + cb[2], x3 + cb[3], x4 + cb[4], x5 + cb[5]
         S = d.S[i]
         iv = t.iv[i]
-        for a in range(6):
-            s = d.cb[i, a]
-            for k in range(t.nvb[i]):
-                s += S[a, k] * qdd[iv + k]
-            acc[a] += s
+        for k in range(t.nvb[i]):
+            a = qdd[iv + k]
+            x0, x1, x2 = x0 + S[0, k] * a, x1 + S[1, k] * a, x2 + S[2, k] * a
+            x3, x4, x5 = x3 + S[3, k] * a, x4 + S[4, k] * a, x5 + S[5, k] * a
+        acc = d.acc[i]
+        acc[0], acc[1], acc[2], acc[3], acc[4], acc[5] = x0, x1, x2, x3, x4, x5
 
 
 @internal

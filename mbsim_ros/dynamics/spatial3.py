@@ -117,10 +117,12 @@ def force_to_parent_add(E, r, f0, f1, f2, n0, n1, n2, out):
 
 
 @inline
-def motion_to_child(E, r, m, out):
-    """out = X m = (E^T (v - r x w), E^T w): a motion in the parent's coordinates, in the child's."""
+def motion_in_child(E, r, m):
+    """X m = (E^T (v - r x w), E^T w) as a 6-tuple: a motion in the parent's coordinates, in the
+    child's."""
     e = block(E, 0, 0)
     v0, v1, v2, w0, w1, w2 = m[0], m[1], m[2], m[3], m[4], m[5]
-    out[0], out[1], out[2] = mtv(e, v0 - (r[1] * w2 - r[2] * w1), v1 - (r[2] * w0 - r[0] * w2),
-                                 v2 - (r[0] * w1 - r[1] * w0))
-    out[3], out[4], out[5] = mtv(e, w0, w1, w2)
+    a0, a1, a2 = mtv(e, v0 - (r[1] * w2 - r[2] * w1), v1 - (r[2] * w0 - r[0] * w2), v2 - (r[0] * w1 - r[1] * w0))
+    b0, b1, b2 = mtv(e, w0, w1, w2)
+    return a0, a1, a2, b0, b1, b2
+
