@@ -8,10 +8,13 @@ qdd), given by joint name in Pinocchio's FreeFlyer conventions and mapped into e
 own joint order and free-joint convention. Times are per call from Python, the best batch of
 several, the batches of all calls taken in turn (common.time_side_by_side), in the thread's
 CPU time (time.thread_time: waiting for a core on a busy machine does not count; every call
-timed runs on this thread). Ratios are ours / peer; the targets are issue 39's goals. Peers run without contact and without joint-limit
-constraints (DART does not enforce URDF limits by default; MuJoCo's limit constraints are
-disabled to match). A missed target or a missing engine is reported, not raised: the script
-exits 0.
+timed runs on this thread). Ratios are ours / peer; the targets are issue 39's goals. The step
+rows compare like with like: no contact in any engine (ours contact="none", MuJoCo's contact
+disabled, DART's collision off), and the joint limits enforced in ours and MuJoCo: the timed
+batches step for seconds from the random state, and most of those steps have a joint at a
+limit (DART does not enforce URDF limits by default: its step does less; the last row, MuJoCo
+with its limits disabled too, shows what they cost it). A missed target or a
+missing engine is reported, not raised: the script exits 0.
 """
 import argparse
 import os
@@ -126,7 +129,7 @@ def load_pinocchio():
                 summary=f"{pin.__version__}, nq {pmodel.nq}, nv {pmodel.nv}")
 
 
-def load_mujoco():
+def load_mujoco(limits=True):
     import mujoco
     spec = mujoco.MjSpec.from_file(URDF)
     spec.compiler.discardvisual = True
@@ -134,10 +137,12 @@ def load_mujoco():
     spec.worldbody.first_body().add_freejoint(name=ROOT)
     spec.option.timestep = DT
     spec.option.gravity = GRAVITY
-    spec.option.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT | mujoco.mjtDisableBit.mjDSBL_LIMIT
+    spec.option.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT
+    if not limits:
+        spec.option.disableflags |= mujoco.mjtDisableBit.mjDSBL_LIMIT
     model = spec.compile()
     return dict(mujoco=mujoco, model=model, data=mujoco.MjData(model),
-                summary=f"{mujoco.__version__}, nq {model.nq}, nv {model.nv}, contact and limits off")
+                summary=f"{mujoco.__version__}, nq {model.nq}, nv {model.nv}, joint limits {'on' if limits else 'off'}, contact off")
 
 
 def load_dart():
@@ -262,6 +267,12 @@ def what_to_time(state, ours, pin, mj, dart, notes):
     if mj is not None:
         calls["step_mj", "peer"] = (mj["mujoco"].mj_step, (mj["model"], mj["data"]),
                                     lambda: set_mujoco_state(mj, unforced))
+        free, why = try_("MuJoCo without limits", load_mujoco, False)
+        if free is None:
+            notes.append(why)
+        else:
+            calls["step_mj_free", "peer"] = (mj["mujoco"].mj_step, (free["model"], free["data"]),
+                                             lambda: set_mujoco_state(free, unforced))
     if dart is not None:
         calls["step_dart", "peer"] = (dart["world"].step, (),
                                       lambda: set_dart_state(dart, unforced))
@@ -279,7 +290,7 @@ def what_to_time(state, ours, pin, mj, dart, notes):
         calls["fd_kernel", "ours"] = (kernels.forward_dynamics_kernel, (c.tf, c.ti, df, q, v, tau, out), None)
         calls["id_kernel", "ours"] = (kernels.inverse_dynamics_kernel, (c.tf, c.ti, df, q, v, qdd, out), None)
         calls["m_kernel", "ours"] = (kernels.mass_matrix_kernel, (c.tf, c.ti, df, q, M), None)
-        sim, why = try_("mb.Simulation", lambda: mb.Simulation(model, dt=DT))
+        sim, why = try_("mb.Simulation", lambda: mb.Simulation(model, dt=DT, contact="none"))
         if sim is None:
             notes.append(why)
         else:
@@ -305,7 +316,8 @@ def print_results(times):
             ("id_kernel", "id", "RNEA kernel alone", "pinocchio.rnea", None),
             ("m_kernel", "m", "CRBA kernel alone", "pinocchio.crba", None),
             ("step", "step_dart", "simulation step", "DART World.step", STEP_TARGET),
-            ("step", "step_mj", "simulation step", "MuJoCo mj_step", MJ_STEP_TARGET)):
+            ("step", "step_mj", "simulation step", "MuJoCo mj_step", MJ_STEP_TARGET),
+            ("step", "step_mj_free", "simulation step", "mj_step, limits off", None)):
         t_ours, t_peer = times.get((op_ours, "ours")), times.get((op_peer, "peer"))
         ratio = t_ours / t_peer if t_ours is not None and t_peer is not None else None
         met = "-" if target is None else ("not run" if ratio is None else

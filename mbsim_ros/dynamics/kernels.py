@@ -2,8 +2,8 @@
 
 Featherstone's algorithms in body coordinates with linear-first spatial vectors: motion
 (v, w) is the velocity of the body-frame origin and the angular velocity, force (f, n) the
-force and the moment about the body-frame origin. X[i] is the motion transform from the
-parent body's coordinates to body i's. Gravity enters as the world's acceleration a0 = (-g, 0).
+force and the moment about the body-frame origin. Body i's pose in its parent (Rr[i], pr[i])
+moves motions, forces and inertias between their coordinates (spatial3.py). Gravity enters as the world's acceleration a0 = (-g, 0).
 Nothing here allocates: every array lives in Data. Kernels in other files call these;
 mbsim_ros/_kernel_cache.py drops every cached kernel when any numba source changes, so a
 cached caller never runs with a stale layout.
@@ -16,6 +16,7 @@ from numba import njit
 from .._kernel_cache import kernel as kernel_decorator
 
 from .functions import FI_COLUMNS, eval_function
+from .spatial3 import (block, force_to_parent_add, inertia_to_parent_add, motion_in_child, mtv, mv, outer_sub)
 from .views import array_view
 
 # Elementary body types (compiled.py maps every Model joint type onto them). CUSTOM is a
@@ -52,7 +53,6 @@ Tree = namedtuple("Tree", [
 Data = namedtuple("Data", [
     "Rr", "pr",    # body pose in its parent body frame
     "Rw", "pw",    # body pose in the world
-    "X",           # motion transform parent -> body
     "S",           # motion subspace of each body at q (body frame; first nvb columns)
     "ta_state",    # CUSTOM: per transform axis, (axis in the body frame, f', f'' of its function) at q
     "vel", "cb", "acc",  # body velocity, velocity-product acceleration, acceleration (body frame)
@@ -98,7 +98,7 @@ def tree_sizes(nb, nv, nl, nff, nfn):
 
 def data_layout(nb, nv, nq, nl):
     """carve_data's fields: (float {field: length}, {}): Data has no int buffer."""
-    floats = dict(Rr=9 * nb, pr=3 * nb, Rw=9 * nb, pw=3 * nb, X=36 * nb, S=36 * nb, ta_state=30 * nb,
+    floats = dict(Rr=9 * nb, pr=3 * nb, Rw=9 * nb, pw=3 * nb, S=36 * nb, ta_state=30 * nb,
                   vel=6 * nb, cb=6 * nb, acc=6 * nb, IA=36 * nb, pA=6 * nb, U=36 * nb, Dinv=36 * nb, u=6 * nb,
                   f=6 * nb, fext=6 * nb, M=nv * nv, qdd=nv, tau_total=nv, diag=nv, t6a=6, t6b=6, T66=36, T66b=36,
                   UDi=36, link_R=9 * nl, link_p=3 * nl, q_prev=nq, v_prev=nv, a_step=nv, k_v=4 * nv, k_a=4 * nv,
@@ -172,7 +172,6 @@ def carve_data(df, ti):
     pr = array_view(df, o, (nb, 3)); o += 3 * nb
     Rw = array_view(df, o, (nb, 3, 3)); o += 9 * nb
     pw = array_view(df, o, (nb, 3)); o += 3 * nb
-    X = array_view(df, o, (nb, 6, 6)); o += 36 * nb
     S = array_view(df, o, (nb, 6, 6)); o += 36 * nb
     ta_state = array_view(df, o, (nb, 6, 5)); o += 30 * nb
     vel = array_view(df, o, (nb, 6)); o += 6 * nb
@@ -207,7 +206,7 @@ def carve_data(df, ti):
     a_sum = array_view(df, o, nv); o += nv
     Sw = array_view(df, o, (nb, 6, 6)); o += 36 * nb
     crb = array_view(df, o, (nb, 13)); o += 13 * nb
-    data = Data(Rr, pr, Rw, pw, X, S, ta_state, vel, cb, acc, IA, pA, U, Dinv, u, f,
+    data = Data(Rr, pr, Rw, pw, S, ta_state, vel, cb, acc, IA, pA, U, Dinv, u, f,
                 fext, M, qdd, tau_total, diag, t6a, t6b, T66, T66b, UDi, link_R, link_p,
                 q_prev, v_prev, a_step, k_v, k_a, q_stage, v_stage, v_sum, a_sum, Sw, crb)
     return data, o
@@ -286,62 +285,6 @@ def _joint_placement(jt, iq, ax, hpitch, R0, p0, q, Rj, Rr, pr):
 
 
 @inline
-def _motion_transform(E, r, X):
-    """X = [[E^T, -E^T r^], [0, E^T]]: parent coordinates -> child, child pose (E, r) in parent."""
-    for a in range(3):
-        for b in range(3):
-            X[a, b] = E[b, a]
-            X[a + 3, b + 3] = E[b, a]
-            X[a + 3, b] = 0.0
-    # -E^T r^ : row a = -(E[:, a])^T r^ = (r x E[:, a])^T ... computed column by column
-    for a in range(3):
-        e0, e1, e2 = E[0, a], E[1, a], E[2, a]
-        # (E^T r^)[a, :] = e^T r^ = (e x r)^T? e^T r^ v = e . (r x v) = (e x r) . v
-        X[a, 3] = -(e1 * r[2] - e2 * r[1])
-        X[a, 4] = -(e2 * r[0] - e0 * r[2])
-        X[a, 5] = -(e0 * r[1] - e1 * r[0])
-
-
-@inline
-def _mv6(X, m, out):
-    """out = X m for a motion transform (its lower-left block is zero)."""
-    for a in range(3):
-        out[a] = X[a, 0] * m[0] + X[a, 1] * m[1] + X[a, 2] * m[2] + X[a, 3] * m[3] + X[a, 4] * m[4] + X[a, 5] * m[5]
-        out[a + 3] = X[a + 3, 3] * m[3] + X[a + 3, 4] * m[4] + X[a + 3, 5] * m[5]
-
-
-@inline
-def _force_to_parent_add(X, f, out):
-    """out += X^T f: a force in child coordinates, added in parent coordinates."""
-    for b in range(3):
-        out[b] += X[0, b] * f[0] + X[1, b] * f[1] + X[2, b] * f[2]
-    for b in range(3, 6):
-        out[b] += (X[0, b] * f[0] + X[1, b] * f[1] + X[2, b] * f[2]
-                   + X[3, b] * f[3] + X[4, b] * f[4] + X[5, b] * f[5])
-
-
-@inline
-def _inertia_to_parent_add(X, Ic, T, out):
-    """out += X^T Ic X (T is 6x6 scratch); uses X's zero lower-left block."""
-    for a in range(6):       # T = Ic X
-        for b in range(3):
-            T[a, b] = Ic[a, 0] * X[0, b] + Ic[a, 1] * X[1, b] + Ic[a, 2] * X[2, b]
-        for b in range(3, 6):
-            s = 0.0
-            for k in range(6):
-                s += Ic[a, k] * X[k, b]
-            T[a, b] = s
-    for a in range(6):       # out += X^T T, symmetric: fill the upper triangle, mirror it
-        for b in range(a, 6):
-            s = X[0, a] * T[0, b] + X[1, a] * T[1, b] + X[2, a] * T[2, b]
-            if a >= 3:
-                s += X[3, a] * T[3, b] + X[4, a] * T[4, b] + X[5, a] * T[5, b]
-            out[a, b] += s
-            if b != a:
-                out[b, a] += s
-
-
-@inline
 def _body_inertia(m, h, Io, I):
     for a in range(3):
         for b in range(3):
@@ -379,19 +322,6 @@ def _cross_force_add(vel, f, out):
     out[3] += w1 * n2 - w2 * n1 + v1 * f2 - v2 * f1
     out[4] += w2 * n0 - w0 * n2 + v2 * f0 - v0 * f2
     out[5] += w0 * n1 - w1 * n0 + v0 * f1 - v1 * f0
-
-
-@inline
-def _cross_motion(vel, m, out):
-    """out = vel x m = (w x m_lin + v x m_ang, w x m_ang)."""
-    v0, v1, v2, w0, w1, w2 = vel[0], vel[1], vel[2], vel[3], vel[4], vel[5]
-    a0, a1, a2, b0, b1, b2 = m[0], m[1], m[2], m[3], m[4], m[5]
-    out[0] = w1 * a2 - w2 * a1 + v1 * b2 - v2 * b1
-    out[1] = w2 * a0 - w0 * a2 + v2 * b0 - v0 * b2
-    out[2] = w0 * a1 - w1 * a0 + v0 * b1 - v1 * b0
-    out[3] = w1 * b2 - w2 * b1
-    out[4] = w2 * b0 - w0 * b2
-    out[5] = w0 * b1 - w1 * b0
 
 
 @inline
@@ -573,17 +503,16 @@ def _custom_bias_add(t, d, i, v, out):
 
 @internal
 def forward_kinematics(t, d, q):
-    """Body poses relative to the parent (Rr, pr), motion transforms X and world poses; the
-    motion subspaces of CUSTOM bodies (d.S)."""
-    body_poses(t, d, q, True, True)
+    """Body poses relative to the parent (Rr, pr) and in the world (Rw, pw); the motion
+    subspaces of CUSTOM bodies (d.S)."""
+    body_poses(t, d, q, True)
 
 
 @internal
-def body_poses(t, d, q, transforms, world):
+def body_poses(t, d, q, world):
     """Body poses relative to the parent (Rr, pr) and, where `world`, in the world (Rw, pw;
-    else Rw is scratch); the motion subspaces of CUSTOM bodies (d.S); the motion transforms X
-    where `transforms` (one loop for all: a second loop for X cost ABA ~0.2 us on SR1). ABA and
-    RNEA need X alone, CRBA and link poses the world poses alone."""
+    else Rw is scratch); the motion subspaces of CUSTOM bodies (d.S). ABA and RNEA need the
+    poses in the parent alone, CRBA and link poses the world poses."""
     nb = t.parent.shape[0]
     for i in range(nb):
         if t.jtype[i] == CUSTOM:
@@ -591,8 +520,6 @@ def body_poses(t, d, q, transforms, world):
         else:
             _joint_placement(t.jtype[i], t.iq[i], t.axis[i, 0], t.hpitch[i], t.R0[i], t.p0[i], q,
                              d.Rw[i], d.Rr[i], d.pr[i])   # Rw[i] is scratch until set below
-        if transforms:
-            _motion_transform(d.Rr[i], d.pr[i], d.X[i])
         if world:
             _world_pose(t, d, i)
 
@@ -645,23 +572,29 @@ def _velocities(t, d, v):
     """Body velocities and velocity-product accelerations cb = vel x (S qdot) (+ Sdot qdot for
     CUSTOM bodies, whose S turns with q)."""
     nb = t.parent.shape[0]
-    vJ = d.t6a
     for i in range(nb):
         p = t.parent[i]
         if p < 0:
-            for a in range(6):
-                d.vel[i, a] = 0.0
+            x0 = x1 = x2 = x3 = x4 = x5 = 0.0
         else:
-            _mv6(d.X[i], d.vel[p], d.vel[i])
+            x0, x1, x2, x3, x4, x5 = motion_in_child(d.Rr[i], d.pr[i], d.vel[p])
         S = d.S[i]
         iv = t.iv[i]
-        for a in range(6):
-            s = 0.0
-            for k in range(t.nvb[i]):
-                s += S[a, k] * v[iv + k]
-            vJ[a] = s
-            d.vel[i, a] += s
-        _cross_motion(d.vel[i], vJ, d.cb[i])
+        j0 = j1 = j2 = j3 = j4 = j5 = 0.0     # S qdot, in registers
+        for k in range(t.nvb[i]):
+            qk = v[iv + k]
+            j0, j1, j2 = j0 + S[0, k] * qk, j1 + S[1, k] * qk, j2 + S[2, k] * qk
+            j3, j4, j5 = j3 + S[3, k] * qk, j4 + S[4, k] * qk, j5 + S[5, k] * qk
+        x0, x1, x2, x3, x4, x5 = x0 + j0, x1 + j1, x2 + j2, x3 + j3, x4 + j4, x5 + j5
+        vel, cb = d.vel[i], d.cb[i]
+        vel[0], vel[1], vel[2], vel[3], vel[4], vel[5] = x0, x1, x2, x3, x4, x5
+        # cb = vel x (S qdot) = (w x j_lin + v x j_ang, w x j_ang)
+        cb[0] = x4 * j2 - x5 * j1 + x1 * j5 - x2 * j4
+        cb[1] = x5 * j0 - x3 * j2 + x2 * j3 - x0 * j5
+        cb[2] = x3 * j1 - x4 * j0 + x0 * j4 - x1 * j3
+        cb[3] = x4 * j5 - x5 * j4
+        cb[4] = x5 * j3 - x3 * j5
+        cb[5] = x3 * j4 - x4 * j3
         if t.jtype[i] == CUSTOM:
             _custom_bias_add(t, d, i, v, d.cb[i])
 
@@ -675,7 +608,7 @@ def velocity_kinematics(t, d, q, v):
 @internal
 def body_frame_kinematics(t, d, q, v):
     """What ABA and RNEA read: velocity_kinematics without the world poses."""
-    body_poses(t, d, q, True, False)
+    body_poses(t, d, q, False)
     _velocities(t, d, v)
 
 
@@ -698,6 +631,45 @@ def _free_armature_bias(t, d, i, k):
     return a * (w0 * v1 - w1 * v0)
 
 
+@inline
+def _aba_one_dof(t, d, i, p, tau, diag):
+    """ABA's pass up at a one-DOF body i (most joints), in registers: U = IA S, D = S^T U + diag,
+    u = tau - S^T pA (kept for the pass down and aba_solve), then the parent p gets
+    X^T (IA - U U^T / D) X and X^T (pA + Ia c + U u / D)."""
+    iv = t.iv[i]
+    S = d.S[i]
+    IA = d.IA[i]
+    pA = d.pA[i]
+    A, B, C = block(IA, 0, 0), block(IA, 0, 3), block(IA, 3, 3)
+    s0, s1, s2, s3, s4, s5 = S[0, 0], S[1, 0], S[2, 0], S[3, 0], S[4, 0], S[5, 0]
+    a0, a1, a2 = mv(A, s0, s1, s2)
+    b0, b1, b2 = mv(B, s3, s4, s5)
+    c0, c1, c2 = mtv(B, s0, s1, s2)
+    e0, e1, e2 = mv(C, s3, s4, s5)
+    U0, U1, U2, U3, U4, U5 = a0 + b0, a1 + b1, a2 + b2, c0 + e0, c1 + e1, c2 + e2
+    U = d.U[i]
+    U[0, 0], U[1, 0], U[2, 0], U[3, 0], U[4, 0], U[5, 0] = U0, U1, U2, U3, U4, U5
+    Dv = diag[iv] + s0 * U0 + s1 * U1 + s2 * U2 + s3 * U3 + s4 * U4 + s5 * U5
+    uv = tau[iv] - (s0 * pA[0] + s1 * pA[1] + s2 * pA[2] + s3 * pA[3] + s4 * pA[4] + s5 * pA[5])
+    d.u[i, 0] = uv
+    Di = 1.0 / Dv
+    d.Dinv[i, 0, 0] = Di
+    if p < 0:
+        return
+    A = outer_sub(A, U0, U1, U2, U0, U1, U2, Di)
+    B = outer_sub(B, U0, U1, U2, U3, U4, U5, Di)
+    C = outer_sub(C, U3, U4, U5, U3, U4, U5, Di)
+    cb = d.cb[i]
+    x0, x1, x2, y0, y1, y2 = cb[0], cb[1], cb[2], cb[3], cb[4], cb[5]
+    k = uv * Di
+    fa, fb = mv(A, x0, x1, x2), mv(B, y0, y1, y2)
+    na, nc = mtv(B, x0, x1, x2), mv(C, y0, y1, y2)
+    force_to_parent_add(d.Rr[i], d.pr[i], pA[0] + fa[0] + fb[0] + U0 * k, pA[1] + fa[1] + fb[1] + U1 * k,
+                        pA[2] + fa[2] + fb[2] + U2 * k, pA[3] + na[0] + nc[0] + U3 * k,
+                        pA[4] + na[1] + nc[1] + U4 * k, pA[5] + na[2] + nc[2] + U5 * k, d.pA[p])
+    inertia_to_parent_add(d.Rr[i], d.pr[i], A, B, C, d.IA[p])
+
+
 # -------------------------------------------------------------------------------- ABA ---
 @internal
 def aba(t, d, tau, diag, qdd):
@@ -713,56 +685,42 @@ def aba(t, d, tau, diag, qdd):
             d.pA[i, a] = -d.fext[i, a]
         _cross_force_add(d.vel[i], tmp, d.pA[i])
     for i in range(nb - 1, -1, -1):
+        p = t.parent[i]
+        if t.nvb[i] == 1:
+            _aba_one_dof(t, d, i, p, tau, diag)
+            continue
         nd = t.nvb[i]
         iv = t.iv[i]
         S = d.S[i]
         IA = d.IA[i]
         U = d.U[i]
         UDi = d.UDi
-        if nd == 1:
-            # one DOF (most joints): scalars instead of nd x nd blocks
-            Dv = diag[iv]
-            uv = tau[iv]
-            for a in range(6):
+        Dm = d.T66
+        for a in range(6):                   # U = IA S
+            for k in range(nd):
                 s = 0.0
                 for c in range(6):
-                    s += IA[a, c] * S[c, 0]
-                U[a, 0] = s
-            for c in range(6):
-                Dv += S[c, 0] * U[c, 0]
-                uv -= S[c, 0] * d.pA[i, c]
-            d.u[i, 0] = uv
-            d.Dinv[i, 0, 0] = 1.0 / Dv
-            for a in range(6):
-                UDi[a, 0] = U[a, 0] / Dv
-        else:
-            Dm = d.T66
-            for a in range(6):                   # U = IA S
-                for k in range(nd):
-                    s = 0.0
-                    for c in range(6):
-                        s += IA[a, c] * S[c, k]
-                    U[a, k] = s
-            for k in range(nd):                  # D = S^T U + diag; u = tau - S^T pA
-                for r in range(nd):
-                    s = 0.0
-                    for c in range(6):
-                        s += S[c, k] * U[c, r]
-                    Dm[k, r] = s
-                Dm[k, k] += diag[iv + k]
-                s = tau[iv + k] - _free_armature_bias(t, d, i, k)
+                    s += IA[a, c] * S[c, k]
+                U[a, k] = s
+        for k in range(nd):                  # D = S^T U + diag; u = tau - S^T pA
+            for r in range(nd):
+                s = 0.0
                 for c in range(6):
-                    s -= S[c, k] * d.pA[i, c]
-                d.u[i, k] = s
-            _invert_spd(Dm, nd, d.Dinv[i])
-            Dinv = d.Dinv[i]
-            for a in range(6):                   # UDi = U Dinv
-                for k in range(nd):
-                    s = 0.0
-                    for r in range(nd):
-                        s += U[a, r] * Dinv[r, k]
-                    UDi[a, k] = s
-        p = t.parent[i]
+                    s += S[c, k] * U[c, r]
+                Dm[k, r] = s
+            Dm[k, k] += diag[iv + k]
+            s = tau[iv + k] - _free_armature_bias(t, d, i, k)
+            for c in range(6):
+                s -= S[c, k] * d.pA[i, c]
+            d.u[i, k] = s
+        _invert_spd(Dm, nd, d.Dinv[i])
+        Dinv = d.Dinv[i]
+        for a in range(6):                   # UDi = U Dinv
+            for k in range(nd):
+                s = 0.0
+                for r in range(nd):
+                    s += U[a, r] * Dinv[r, k]
+                UDi[a, k] = s
         if p >= 0:
             Ia = d.T66
             for a in range(6):               # Ia = IA - U Dinv U^T (symmetric)
@@ -780,8 +738,8 @@ def aba(t, d, tau, diag, qdd):
                 for k in range(nd):
                     s += UDi[a, k] * d.u[i, k]
                 pa[a] = s
-            _inertia_to_parent_add(d.X[i], Ia, d.T66b, d.IA[p])
-            _force_to_parent_add(d.X[i], pa, d.pA[p])
+            inertia_to_parent_add(d.Rr[i], d.pr[i], block(Ia, 0, 0), block(Ia, 0, 3), block(Ia, 3, 3), d.IA[p])
+            force_to_parent_add(d.Rr[i], d.pr[i], pa[0], pa[1], pa[2], pa[3], pa[4], pa[5], d.pA[p])
     a0 = d.t6b
     a0[0], a0[1], a0[2], a0[3], a0[4], a0[5] = -g[0], -g[1], -g[2], 0.0, 0.0, 0.0
     _aba_accelerations(t, d, a0, True, qdd)
@@ -795,15 +753,23 @@ def _aba_accelerations(t, d, a0, bias, out):
     tmp = d.t6a
     for i in range(t.parent.shape[0]):
         p = t.parent[i]
-        acc = d.acc[i]
-        _mv6(d.X[i], a0 if p < 0 else d.acc[p], acc)
+        x0, x1, x2, x3, x4, x5 = motion_in_child(d.Rr[i], d.pr[i], a0 if p < 0 else d.acc[p])
         if bias:
-            for a in range(6):
-                acc[a] += d.cb[i, a]
+            cb = d.cb[i]
+            x0, x1, x2, x3, x4, x5 = x0 + cb[0], x1 + cb[1], x2 + cb[2], x3 + cb[3], x4 + cb[4], x5 + cb[5]
         nd = t.nvb[i]
         iv = t.iv[i]
         S = d.S[i]
         U = d.U[i]
+        acc = d.acc[i]
+        if nd == 1:          # most joints: in registers
+            qa = d.Dinv[i, 0, 0] * (d.u[i, 0] - (U[0, 0] * x0 + U[1, 0] * x1 + U[2, 0] * x2 + U[3, 0] * x3
+                                                 + U[4, 0] * x4 + U[5, 0] * x5))
+            out[iv] = qa
+            acc[0], acc[1], acc[2] = x0 + S[0, 0] * qa, x1 + S[1, 0] * qa, x2 + S[2, 0] * qa
+            acc[3], acc[4], acc[5] = x3 + S[3, 0] * qa, x4 + S[4, 0] * qa, x5 + S[5, 0] * qa
+            continue
+        acc[0], acc[1], acc[2], acc[3], acc[4], acc[5] = x0, x1, x2, x3, x4, x5
         for k in range(nd):
             s = d.u[i, k]
             for c in range(6):
@@ -824,7 +790,7 @@ def _aba_accelerations(t, d, a0, bias, out):
 @internal
 def aba_solve(t, d, f, out):
     """out = H^-1 f, H the system matrix of the last aba() (mass matrix plus its diag), from the
-    articulated inertias it left (U, Dinv, X): ABA with zero velocity, gravity and external
+    articulated inertias it left (U, Dinv): ABA with zero velocity, gravity and external
     forces, one pass up and ABA's own pass down (_aba_accelerations) over 6-vectors (a test
     impulse, Featherstone RBDA 7.3). Uses d.pA, d.u, d.acc and d.t6a, d.t6b as scratch."""
     nb = t.parent.shape[0]
@@ -838,13 +804,17 @@ def aba_solve(t, d, f, out):
         S = d.S[i]
         U = d.U[i]
         Dinv = d.Dinv[i]
+        carries = False
         for k in range(nd):                  # u = f - S^T pA
             s = f[iv + k]
             for c in range(6):
                 s -= S[c, k] * d.pA[i, c]
             d.u[i, k] = s
+            carries = carries or s != 0.0
+        for c in range(6):
+            carries = carries or d.pA[i, c] != 0.0
         p = t.parent[i]
-        if p >= 0:
+        if p >= 0 and carries:               # (a row's f moves its DOFs' ancestors alone)
             for k in range(nd):              # Dinv u
                 s = 0.0
                 for r in range(nd):
@@ -855,7 +825,7 @@ def aba_solve(t, d, f, out):
                 for k in range(nd):
                     s += U[a, k] * tmp[k]
                 pa[a] = s
-            _force_to_parent_add(d.X[i], pa, d.pA[p])
+            force_to_parent_add(d.Rr[i], d.pr[i], pa[0], pa[1], pa[2], pa[3], pa[4], pa[5], d.pA[p])
     for a in range(6):
         pa[a] = 0.0
     _aba_accelerations(t, d, pa, False, out)
@@ -868,15 +838,17 @@ def body_accelerations(t, d, qdd, a0):
     acceleration ((-g, 0) folds gravity in, as RNEA and ABA do; zero gives true accelerations)."""
     for i in range(t.parent.shape[0]):
         p = t.parent[i]
-        acc = d.acc[i]
-        _mv6(d.X[i], a0 if p < 0 else d.acc[p], acc)
+        x0, x1, x2, x3, x4, x5 = motion_in_child(d.Rr[i], d.pr[i], a0 if p < 0 else d.acc[p])
+        cb = d.cb[i]
+        x0, x1, x2, x3, x4, x5 = x0 + cb[0], x1 + cb[1], x2 + cb[2], x3 + cb[3], x4 + cb[4], x5 + cb[5]
         S = d.S[i]
         iv = t.iv[i]
-        for a in range(6):
-            s = d.cb[i, a]
-            for k in range(t.nvb[i]):
-                s += S[a, k] * qdd[iv + k]
-            acc[a] += s
+        for k in range(t.nvb[i]):
+            a = qdd[iv + k]
+            x0, x1, x2 = x0 + S[0, k] * a, x1 + S[1, k] * a, x2 + S[2, k] * a
+            x3, x4, x5 = x3 + S[3, k] * a, x4 + S[4, k] * a, x5 + S[5, k] * a
+        acc = d.acc[i]
+        acc[0], acc[1], acc[2], acc[3], acc[4], acc[5] = x0, x1, x2, x3, x4, x5
 
 
 @internal
@@ -904,7 +876,8 @@ def rnea(t, d, qdd, tau):
             tau[iv + k] = s
         p = t.parent[i]
         if p >= 0:
-            _force_to_parent_add(d.X[i], d.f[i], d.f[p])
+            f = d.f[i]
+            force_to_parent_add(d.Rr[i], d.pr[i], f[0], f[1], f[2], f[3], f[4], f[5], d.f[p])
 
 
 # ------------------------------------------------------------------------------- CRBA ---
@@ -1155,7 +1128,7 @@ def inverse_dynamics_kernel(tf, ti, df, q, v, qdd, tau):
 def mass_matrix_kernel(tf, ti, df, q, M):
     t, _, _ = carve_tree(tf, ti)
     d, _ = carve_data(df, ti)
-    body_poses(t, d, q, False, True)     # CRBA works in the world frame: no X
+    body_poses(t, d, q, True)     # CRBA works in the world frame
     crba(t, d, M)
 
 
@@ -1169,7 +1142,7 @@ def kinematics_kernel(tf, ti, df, q, v):
     t, _, _ = carve_tree(tf, ti)
     d, _ = carve_data(df, ti)
     if v.shape[0] == 0:
-        body_poses(t, d, q, False, True)
+        body_poses(t, d, q, True)
     else:
         velocity_kinematics(t, d, q, v)
     link_poses(t, d)
