@@ -775,9 +775,12 @@ def _solve_trees(r, H, x, lo, hi):
     """_solve_tree for an x that is zero outside DOFs lo..hi-1, whole trees (gauss_seidel.row_range):
     H^-1 x is zero there too, so only those DOFs are computed."""
     for i in range(hi - 1, lo - 1, -1):
+        xi = x[i]
+        if xi == 0.0:       # a contact row's x is nonzero on its body's ancestors alone
+            continue
         j = r.dof_parent[i]
         while j >= 0:
-            x[j] -= H[i, j] * x[i]
+            x[j] -= H[i, j] * xi
             j = r.dof_parent[j]
     for i in range(lo, hi):
         x[i] /= H[i, i]
@@ -933,11 +936,17 @@ def _solve_pivoting(s, v, m, pgs_iterations, pgs_tolerance, lf, li):
     then v += Y^T x."""
     for i in range(m):
         Ji = s.J[i]
+        # the DOFs where J_i is nonzero (a contact's: its body's ancestors), within its range
+        a, b = s.row_lo[i], s.row_hi[i]
+        while a < b and Ji[a] == 0.0:
+            a += 1
+        while b > a and Ji[b - 1] == 0.0:
+            b -= 1
         for k in range(i, m):
             acc = 0.0
             if s.diag[i] > 0.0 and s.diag[k] > 0.0:
                 Yk = s.Y[k]
-                for j in range(max(s.row_lo[i], s.row_lo[k]), min(s.row_hi[i], s.row_hi[k])):
+                for j in range(max(a, s.row_lo[k]), min(b, s.row_hi[k])):
                     acc += Ji[j] * Yk[j]
             s.A[i, k] = acc
             s.A[k, i] = acc
@@ -949,12 +958,11 @@ def _solve_pivoting(s, v, m, pgs_iterations, pgs_tolerance, lf, li):
         s.stats[STAT_FALLBACKS] += 1
     elif status == 2:
         s.stats[STAT_FAILURES] += 1
-    nv = v.shape[0]
     for i in range(m):
         xi = s.x[i]
         if xi != 0.0:
             Y = s.Y[i]
-            for j in range(nv):
+            for j in range(s.row_lo[i], s.row_hi[i]):     # Y_i is zero outside its range
                 v[j] += xi * Y[j]
 
 
