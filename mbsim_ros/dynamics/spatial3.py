@@ -6,11 +6,16 @@ moves into the child as X m = (E^T (v - r x w), E^T w), a force into the parent 
 [., C' + r^B' + (r^B')^T - r^ A' r^]] with A' = E A E^T (B', C' alike). On SR1 this halves ABA
 against the same products on 6x6 arrays: every operand of the kernels lives in one buffer, so
 the compiler cannot tell a store from a later load and reloads each entry from memory, while
-tuples stay in registers. numba inlines these functions (inline="always").
+tuples stay in registers. The 3x3 helpers are inlined by numba; the three transforms are kernels
+of their own, which LLVM inlines into their callers just as well: inlined by numba at each of
+their call sites, they cost the bundled world's cold compile ~20 CPU s more (bench/startup.py).
 """
 from numba import njit
 
+from .._kernel_cache import kernel as kernel_decorator
+
 inline = njit(cache=True, nogil=True, error_model="numpy", inline="always")
+internal = kernel_decorator(error_model="numpy", python=False)
 
 
 @inline
@@ -80,7 +85,7 @@ def outer_sub(a, x0, x1, x2, y0, y1, y2, s):
             a[6] - s * x2 * y0, a[7] - s * x2 * y1, a[8] - s * x2 * y2)
 
 
-@inline
+@internal
 def inertia_to_parent_add(E, r, A, B, C, out):
     """out += X^T [[A, B], [B^T, C]] X, an articulated inertia (A, C symmetric) of the child at
     pose (E, r) in its parent, added in parent coordinates."""
@@ -101,7 +106,7 @@ def inertia_to_parent_add(E, r, A, B, C, out):
             out[3 + a, 3 + b] += C[3 * a + b] + RB[3 * a + b] + RB[3 * b + a] - RK[3 * a + b]
 
 
-@inline
+@internal
 def force_to_parent_add(E, r, f0, f1, f2, n0, n1, n2, out):
     """out += X^T (f, n) = (E f, r x E f + E n): a force in the child's coordinates, added in the
     parent's."""
@@ -116,7 +121,7 @@ def force_to_parent_add(E, r, f0, f1, f2, n0, n1, n2, out):
     out[5] += r[0] * g1 - r[1] * g0 + m2
 
 
-@inline
+@internal
 def motion_in_child(E, r, m):
     """X m = (E^T (v - r x w), E^T w) as a 6-tuple: a motion in the parent's coordinates, in the
     child's."""
