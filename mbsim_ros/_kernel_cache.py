@@ -93,8 +93,9 @@ def _ir_only_compiler():
     """numba's compiler (the pipeline class of njit) for kernels only other kernels call: their
     code library keeps the optimized LLVM IR that callers link into their own and generates no
     machine code, which nothing would run (every caller compiles the callee's IR again into its
-    own code: numba links callees as IR). The callers' IR, and so their machine code, is what it
-    was with the callee's machine code made.
+    own code: numba links callees as IR). Callers now link the callee's IR as optimized, where
+    before they linked it as the code generator's IR passes had left it: the same results,
+    slightly different machine code (bench/README.md).
 
     The library still gives the execution engine a module of the function's environment
     globals (numba writes each function's environment pointer there after compiling and after
