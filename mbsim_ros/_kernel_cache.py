@@ -67,8 +67,10 @@ def kernel(python=True, **options):
 
     python=False: a kernel only other kernels call (most take the carved namedtuples, about a
     hundred arrays). It compiles without numba's Python and C entry wrappers, which unpack every
-    argument array and cost about half a CPU second of compile per such kernel; calling it from
-    Python raises TypeError (it has no entry point to call)."""
+    argument array and cost about half a CPU second of compile per such kernel, and without
+    machine code of its own (_ir_only_compiler): its callers link its optimized LLVM IR into
+    theirs and generate the machine code there. Calling it from Python raises TypeError (it has
+    no entry point to call)."""
     from numba import njit
 
     def decorate(fn):
@@ -77,11 +79,58 @@ def kernel(python=True, **options):
             dispatcher.__class__ = _kernel_class(type(dispatcher), True)
         else:
             dispatcher = njit(cache=True, nogil=True, _nrt=False, no_cpython_wrapper=True,
-                              no_cfunc_wrapper=True, **options)(fn)
+                              no_cfunc_wrapper=True, pipeline_class=_ir_only_compiler(), **options)(fn)
             dispatcher.__class__ = _kernel_class(type(dispatcher), False)
         dispatcher.get_call_template = functools.partial(_plain_call_template, dispatcher)
         return dispatcher
     return decorate
+
+
+_ir_only = []
+
+
+def _ir_only_compiler():
+    """numba's compiler (the pipeline class of njit) for kernels only other kernels call: their
+    code library keeps the optimized LLVM IR that callers link into their own and generates no
+    machine code, which nothing would run (every caller compiles the callee's IR again into its
+    own code: numba links callees as IR). Callers now link the callee's IR as optimized, where
+    before they linked it as the code generator's IR passes had left it: the same results,
+    slightly different machine code (bench/README.md).
+
+    The library still gives the execution engine a module of the function's environment
+    globals (numba writes each function's environment pointer there after compiling and after
+    loading from the cache), and caches that module's object code with the IR, in numba's
+    object format: a cached kernel loads as numba loads any (the IR for linking, the small
+    object code into the engine)."""
+    if _ir_only:
+        return _ir_only[0]
+    import weakref
+
+    from llvmlite import binding as ll
+    from numba.core.codegen import JITCodeLibrary
+    from numba.core.compiler import Compiler
+
+    class IRCodeLibrary(JITCodeLibrary):
+        def _finalize_final_module(self):
+            self._finalize_dynamic_globals()
+            self._verify_declare_only_symbols()
+            envs = "\n".join(str(gv) for gv in self._final_module.global_variables
+                             if gv.name.startswith("_ZN08NumbaEnv") and not gv.is_declaration)
+            stub = ll.parse_assembly(str(self._codegen._create_empty_module(self.name + ".envs")) + envs)
+            stub._CPUCodeLibrary__library = weakref.proxy(self)     # the object code hook's owner
+            self._codegen._add_module(stub)
+            self._codegen._engine.finalize_object()
+            self._finalized = True
+
+    class IROnlyCompiler(Compiler):
+        def compile_extra(self, func):
+            if self.state.library is None:
+                self.state.library = IRCodeLibrary(self.state.targetctx.codegen(), func.__qualname__)
+                self.state.library.enable_object_caching()
+            return super().compile_extra(func)
+
+    _ir_only.append(IROnlyCompiler)
+    return IROnlyCompiler
 
 
 _kernel_classes = {}

@@ -1,5 +1,9 @@
 """Cached numba kernels live in a directory per version of the package's numba sources."""
+import os
+
 import numba
+
+import mbsim_ros
 
 import mbsim_ros.dynamics.kernels as kernels
 from mbsim_ros._kernel_cache import KEEP, kernel_cache, sources_digest
@@ -61,3 +65,64 @@ def test_old_cache_directories_are_pruned_to_a_few(tmp_path):
 
 def test_the_package_kernels_cache_under_their_source_version():
     assert sources_digest(parts=("dynamics",)) in kernels.aba._cache._cache_path    # numba's cache locator
+
+
+KERNELS = """
+from mbsim_ros._kernel_cache import kernel
+
+@kernel(python=False)
+def twice(a, k):
+    for j in range(a.shape[0]):
+        a[j] *= 2.0
+    return a[k]
+
+@kernel()
+def first(a):
+    return twice(a, 0)
+
+@kernel()
+def last(a):
+    return twice(a, a.shape[0] - 1) + 1.0
+"""
+
+LOAD = """
+import json, sys
+import numba
+import numpy as np
+from llvmlite import binding as ll
+numba.config.CACHE_DIR = sys.argv[1]
+sys.path[:0] = [sys.argv[2], sys.argv[3]]
+import kernels_here as k
+out = dict(value=k.ENTRY(np.arange(3.0)))
+(twice,) = k.twice.overloads.values()
+obj = twice.library._compiled_object      # numba keeps it until the engine loads it (a cached kernel's)
+if obj is not None:
+    out["twice_text"] = sum(s.size() for s in ll.ObjectFileRef.from_data(obj).sections() if b"text" in (s.name() or b""))
+out["twice_hits"] = sum(k.twice.stats.cache_hits.values())
+print(json.dumps(out))
+"""
+
+
+REPO = os.path.dirname(os.path.dirname(mbsim_ros.__file__))     # the package under test, for the children
+
+
+def test_a_kernel_only_kernel_makes_no_machine_code_and_callers_link_it_from_the_cache(tmp_path):
+    """A kernel(python=False) keeps its LLVM IR for its callers and compiles no code of its own
+    (its object code, cached, has no machine code in its text sections); a caller compiled in a later process links
+    the callee's IR loaded from the cache, and runs."""
+    import json
+    import subprocess
+    import sys
+    (tmp_path / "kernels_here.py").write_text(KERNELS)
+
+    def run(entry):
+        script = LOAD.replace("ENTRY", entry)
+        out = subprocess.run([sys.executable, "-c", script, str(tmp_path / "cache"), str(tmp_path), REPO],
+                             capture_output=True, text=True, timeout=600, cwd=tmp_path)
+        assert out.returncode == 0, out.stderr[-3000:]
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    compiled = run("first")
+    assert compiled["value"] == 0.0 and compiled["twice_hits"] == 0 and compiled["twice_text"] == 0
+    loaded = run("last")
+    assert loaded["value"] == 5.0 and loaded["twice_hits"] == 1
