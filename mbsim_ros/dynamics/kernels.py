@@ -3,10 +3,10 @@
 Featherstone's algorithms in body coordinates with linear-first spatial vectors: motion
 (v, w) is the velocity of the body-frame origin and the angular velocity, force (f, n) the
 force and the moment about the body-frame origin. Body i's pose in its parent (Rr[i], pr[i])
-moves motions, forces and inertias between their coordinates (spatial3.py). Gravity enters as the world's acceleration a0 = (-g, 0).
-Nothing here allocates: every array lives in Data. Kernels in other files call these;
-mbsim_ros/_kernel_cache.py drops every cached kernel when any numba source changes, so a
-cached caller never runs with a stale layout.
+moves motions, forces and inertias between their coordinates (spatial3.py). Gravity enters as
+the world's acceleration a0 = (-g, 0). Nothing here allocates: every array lives in Data.
+Kernels in other files call these; mbsim_ros/_kernel_cache.py drops every cached kernel when
+any numba source changes, so a cached caller never runs with a stale layout.
 """
 import math
 from collections import namedtuple
@@ -16,7 +16,7 @@ from numba import njit
 from .._kernel_cache import kernel as kernel_decorator
 
 from .functions import FI_COLUMNS, eval_function
-from .spatial3 import (block, force_to_parent_add, inertia_to_parent_add, motion_in_child, mtv, mv, outer_sub)
+from .spatial3 import block, force_to_parent_add, inertia_to_parent_add, motion_in_child, mtv, mv, outer_sub
 from .views import array_view
 
 # Elementary body types (compiled.py maps every Model joint type onto them). CUSTOM is a
