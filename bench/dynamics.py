@@ -13,8 +13,8 @@ rows compare like with like: no contact in any engine (ours contact="none", MuJo
 disabled, DART's collision off), and the joint limits enforced in ours and MuJoCo: the timed
 batches step for seconds from the random state, and most of those steps have a joint at a
 limit (DART does not enforce URDF limits by default: its step does less; the last row, MuJoCo
-with its limits disabled too, shows what they cost it). A missed target or a
-missing engine is reported, not raised: the script exits 0.
+with its limits disabled too, shows what they cost it). A missed target or a missing engine is
+reported, not raised: the script exits 0.
 """
 import argparse
 import os
@@ -142,7 +142,8 @@ def load_mujoco(limits=True):
         spec.option.disableflags |= mujoco.mjtDisableBit.mjDSBL_LIMIT
     model = spec.compile()
     return dict(mujoco=mujoco, model=model, data=mujoco.MjData(model),
-                summary=f"{mujoco.__version__}, nq {model.nq}, nv {model.nv}, joint limits {'on' if limits else 'off'}, contact off")
+                summary=f"{mujoco.__version__}, nq {model.nq}, nv {model.nv}, "
+                        f"joint limits {'on' if limits else 'off'}, contact off")
 
 
 def load_dart():
