@@ -239,6 +239,11 @@ def main(args=None, listeners=None):
              f"{config.target_rtf:g}, dt {session.sim.dt:g} s"
              f"{'' if config.duration is None else ', pausing at t = %g s' % config.duration}; "
              f"topics and services under {bridge.ns}")
+    if config.realtime_priority:
+        # this thread and the executor's (created by it, inheriting its scheduling) take the GIL
+        # too: descheduled while holding it they would hold the physics back (priority inversion)
+        from ..run.pacing import apply_os_scheduling
+        apply_os_scheduling(max(1, config.realtime_priority - 1))
     executor = MultiThreadedExecutor(num_threads=4)   # a stepping service blocks one thread
     executor.add_node(node)
     runner.start()
