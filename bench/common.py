@@ -1,4 +1,5 @@
-"""Helpers shared by the benchmarks in bench/: timing, quiet loading, the result table.
+"""Helpers shared by the benchmarks in bench/: timing, quiet loading, the result table, a free ROS
+domain, the machine's pacing floor (a bare paced loop in a process of its own).
 
 Benchmarks are scripts (`python bench/<name>.py`), so they import this module as `common`.
 """
@@ -102,3 +103,42 @@ def free_ros_domain(first=150, last=229, listen=2.0, tries=20):
             return domain
         print(f"ROS domain {domain} is in use ({', '.join(sorted(others))}): trying another", file=sys.stderr)
     raise SystemExit(f"no free ROS domain in {first}-{last} after {tries} tries")
+
+
+_PACING_FLOOR = """
+import json, os, sys, time
+seconds, priority, cpu, samples = float(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+if cpu >= 0:
+    os.sched_setaffinity(0, {cpu})
+if priority:
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+    except OSError:
+        priority = 0
+perf, sleep = time.perf_counter, time.sleep
+late = []
+start = perf() + 0.01
+for k in range(int(seconds * 1000)):
+    target = start + k * 1e-3
+    wait = target - perf()
+    if wait > 2e-4:
+        sleep(wait - 2e-4)
+    now = perf()
+    while now < target:
+        now = perf()
+    late.append(now - target)
+if samples:   # the first deadline (perf_counter: CLOCK_MONOTONIC, one clock for all processes), then each lateness
+    with open(samples, "w") as f:
+        f.write(" ".join(f"{x:.7f}" for x in [start, *late]))
+late.sort()
+print(json.dumps({"n": len(late), "p99_ms": 1e3 * late[int(0.99 * (len(late) - 1))], "max_ms": 1e3 * late[-1],
+                  "over_2ms": sum(x >= 2e-3 for x in late), "priority": priority}))
+"""
+
+
+def start_pacing_floor(seconds, priority, cpu, samples=""):
+    """The bare paced loop (_PACING_FLOOR) in a process of its own, for `seconds`; it writes
+    each deadline's lateness (s) into the file `samples` when given one."""
+    import subprocess
+    return subprocess.Popen([sys.executable, "-c", _PACING_FLOOR, str(seconds), str(priority),
+                             str(-1 if cpu is None else cpu), samples], stdout=subprocess.PIPE, text=True)

@@ -4,7 +4,7 @@ conservative) with N rclpy subscribers in processes of their own on every topic
 never reads (its process stopped with SIGSTOP once subscribed: it neither takes nor acknowledges
 a message).
 
-    source /work/ros_env.sh   # (or a sourced ROS 2 with the interface packages)
+    eval "$(python test/ros_interfaces/build.py --env)"   # (or a sourced ROS 2)
     python bench/load.py [--seconds S] [--baseline B] [--subscribers N] [--no-slow] [--config YAML]
 
 Runs on a ROS domain of its own (random, 150-229, checked unused). Prints, for B wall seconds of the node
@@ -12,7 +12,11 @@ without subscribers and then S wall seconds with them (after every subscriber is
 - the real-time factor seen from outside (simulated time of /clock over wall time) and the
   machine's 1-minute load average along;
 - the node's own /diagnostics over the window (rtf_recent, lateness p50/p99/max over its last
-  ~4 s of steps each second, messages_dropped: publishing jobs its bounded queue dropped);
+  ~4 s of steps each second, messages_dropped: publishing jobs its bounded queue dropped), and
+  how many of those statuses saw a step 2 ms late or more;
+- under load, the machine's floor beside the node: a bare loop paced as the node paces, in a
+  process of its own, one real-time level above the physics when the config gives it one
+  (`realtime_priority`): no step can be less late than that loop;
 - the node's RSS (VmRSS from /proc) at the start of the window, at its end and its maximum;
 - per topic, the messages each subscriber received per simulated second (min and mean over the
   subscribers): the configured rate where every message arrives.
@@ -20,6 +24,7 @@ without subscribers and then S wall seconds with them (after every subscriber is
 import argparse
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -28,7 +33,7 @@ import threading
 import time
 from pathlib import Path
 
-from common import free_ros_domain
+from common import free_ros_domain, start_pacing_floor
 
 REPO = Path(__file__).resolve().parents[1]
 SUBSCRIBER = REPO / "bench" / "load_subscriber.py"
@@ -156,6 +161,13 @@ def report(name, got):
               f"p50 median {p50[len(p50) // 2]:.3f} ms, p99 median {p99[len(p99) // 2]:.3f} ms and worst "
               f"{p99[-1]:.3f} ms, max {worst[-1]:.2f} ms; rtf_recent {rtf[0]:.3f}-{rtf[-1]:.3f}; "
               f"messages_dropped {window[-1].get('messages_dropped')} (the run's)")
+        over = sum(m >= 2.0 for m in (float(st["lateness_max_ms"]) for st in window))
+        print(f"  statuses whose latest step was 2 ms late or more: {over} of {len(window)}")
+    floor = got.get("floor")
+    if floor:
+        print(f"  the machine's floor beside it (a bare loop paced as the node paces, in a process of its own"
+              f"{', SCHED_FIFO %d' % floor['priority'] if floor['priority'] else ''}): p99 {floor['p99_ms']:.3f} ms, "
+              f"max {floor['max_ms']:.2f} ms, {floor['over_2ms']} of {floor['n']} deadlines 2 ms late or more")
     rss = got["rss"]
     print(f"  node RSS: {rss[0]:.1f} MB at the start, {rss[-1]:.1f} MB at the end, max {max(rss):.1f} MB")
 
@@ -179,6 +191,10 @@ def main():
             # conservative: a late step's lateness is its own, not the debt of an earlier stall
             Path(config).write_text("real_time_factor: 1.0\ncatch_up: conservative\n")
         node = start_node(config, env)
+        # the machine's floor beside the loaded window: a bare paced loop one level above the
+        # physics thread (when the config gives it a real-time priority)
+        priority = re.search(r"^realtime_priority:\s*(\d+)", Path(config).read_text(), re.M)
+        floor_priority = min(99, int(priority.group(1)) + 1) if priority and int(priority.group(1)) else 0
         log = []
         threading.Thread(target=lambda: log.extend(node.stdout), daemon=True).start()
         watch = Watch()
@@ -201,7 +217,9 @@ def main():
             time.sleep(2.0)                      # the discovery settles
             for s in subs[:args.subscribers]:
                 s.send_signal(signal.SIGUSR1)    # their counts start now
+            floor = start_pacing_floor(args.seconds, floor_priority, None)
             loaded = measure(watch, node, args.seconds)
+            loaded["floor"] = json.loads(floor.communicate()[0].strip().splitlines()[-1])
             for s in subs[:args.subscribers]:
                 s.send_signal(signal.SIGUSR2)    # and end now
         finally:
