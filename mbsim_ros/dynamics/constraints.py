@@ -887,6 +887,17 @@ def apply_impulses(t, d, r, s, v, m, ncontact, cfm, dt, pgs_iterations, pgs_tole
                 v[j] += dt * d.qdd[j]
             if m == 0:
                 return
+    bilateral = False
+    for i in range(m):
+        bilateral = bilateral or (s.lo[i] == -math.inf and s.hi[i] == math.inf)
+    iterative = m >= iterative_rows and not dense and not bilateral
+    # the pivoting solver needs A = J H^-1 J^T and H^-1 J^T x alone: with H = L^T D L, A = B^T B
+    # for B = D^-1/2 L^-T J^T, whose row i is nonzero on its DOFs' ancestors alone (a half solve
+    # up the tree per row, not a whole solve over the tree), and H^-1 J^T x is one solve
+    half = not by_aba and not dense and not iterative
+    if half:
+        for j in range(nv):
+            s.u_before[j] = 1.0 / math.sqrt(H[j, j])
     tree_ranges(r.dof_parent, s.tree_start, s.tree_end)
     for i in range(m):
         Ji = s.J[i]
@@ -894,15 +905,21 @@ def apply_impulses(t, d, r, s, v, m, ncontact, cfm, dt, pgs_iterations, pgs_tole
         s.row_lo[i] = lo_i
         s.row_hi[i] = hi_i
         Y = s.Y[i]
+        a_ii = 0.0
+        jv = 0.0
         if by_aba:
             aba_solve(t, d, Ji, Y)
         else:
             copy_into(Y, Ji)
-            _solve_trees(r, H, Y, lo_i, hi_i)
-        a_ii = 0.0
-        jv = 0.0
+            if half:
+                _half_solve(r, H, Y, lo_i, hi_i, s.u_before)
+                for j in range(lo_i, hi_i):
+                    a_ii += Y[j] * Y[j]
+            else:
+                _solve_trees(r, H, Y, lo_i, hi_i)
         for j in range(lo_i, hi_i):
-            a_ii += Ji[j] * Y[j]
+            if not half:
+                a_ii += Ji[j] * Y[j]
             jv += Ji[j] * v[j]
         s.diag[i] = a_ii * (1.0 + cfm)
         if s.diag[i] <= 1e-14:
@@ -912,10 +929,7 @@ def apply_impulses(t, d, r, s, v, m, ncontact, cfm, dt, pgs_iterations, pgs_tole
             s.b[i] = 0.0
         else:
             s.b[i] -= jv          # b = target - J v*
-    bilateral = False
-    for i in range(m):
-        bilateral = bilateral or (s.lo[i] == -math.inf and s.hi[i] == math.inf)
-    if m >= iterative_rows and not dense and not bilateral:
+    if iterative:
         sweeps = gauss_seidel(s.J, s.Y, s.row_lo, s.row_hi, s.diag, s.b, s.lo, s.hi, s.findex, m, cfm, s.x,
                               s.u, s.u_before, iterative_sweeps, iterative_tolerance)
         s.stats[STAT_GS_SWEEPS] = sweeps
@@ -926,17 +940,52 @@ def apply_impulses(t, d, r, s, v, m, ncontact, cfm, dt, pgs_iterations, pgs_tole
             _contact_forces(s, ncontact, dt)
             return
         s.stats[STAT_GS_UNCONVERGED] += 1
-    _solve_pivoting(s, v, m, pgs_iterations, pgs_tolerance, lf, li)
+    if half:
+        _solve_pivoting(s, v, m, pgs_iterations, pgs_tolerance, lf, li, True)
+        u = s.u         # v += H^-1 J^T x
+        for j in range(nv):
+            u[j] = 0.0
+        for i in range(m):
+            xi = s.x[i]
+            if xi != 0.0:
+                Ji = s.J[i]
+                for j in range(s.row_lo[i], s.row_hi[i]):
+                    u[j] += xi * Ji[j]
+        _solve_tree(r, H, u)
+        for j in range(nv):
+            v[j] += u[j]
+    else:
+        # (after an unconverged Gauss-Seidel: its Y are whole solves)
+        _solve_pivoting(s, v, m, pgs_iterations, pgs_tolerance, lf, li, False)
     _contact_forces(s, ncontact, dt)
 
 
 @internal
-def _solve_pivoting(s, v, m, pgs_iterations, pgs_tolerance, lf, li):
+def _half_solve(r, H, x, lo, hi, inv_sqrt_d):
+    """x <- D^-1/2 L^-T x with H = L^T D L factored by _factor_tree, for an x that is zero
+    outside DOFs lo..hi-1 (whole trees): the result is zero wherever x and all the DOFs below
+    are (a row's: nonzero on its DOFs' ancestors alone)."""
+    for i in range(hi - 1, lo - 1, -1):
+        xi = x[i]
+        if xi == 0.0:
+            continue
+        j = r.dof_parent[i]
+        while j >= 0:
+            x[j] -= H[i, j] * xi
+            j = r.dof_parent[j]
+    for i in range(lo, hi):
+        if x[i] != 0.0:
+            x[i] *= inv_sqrt_d[i]
+
+
+@internal
+def _solve_pivoting(s, v, m, pgs_iterations, pgs_tolerance, lf, li, half):
     """The rows' LCP by lcp.solve_boxed_lcp on A = J Y^T (J_i Y_k over the rows' common DOFs),
-    then v += Y^T x."""
+    then v += Y^T x; or, half, on A = B B^T for the rows B_i = D^-1/2 L^-T J_i^T held in Y (the
+    caller then adds H^-1 J^T x)."""
     for i in range(m):
-        Ji = s.J[i]
-        # the DOFs where J_i is nonzero (a contact's: its body's ancestors), within its range
+        Ji = s.Y[i] if half else s.J[i]
+        # the DOFs where J_i (B_i) is nonzero (a contact's: its body's ancestors), within its range
         a, b = s.row_lo[i], s.row_hi[i]
         while a < b and Ji[a] == 0.0:
             a += 1
@@ -958,6 +1007,8 @@ def _solve_pivoting(s, v, m, pgs_iterations, pgs_tolerance, lf, li):
         s.stats[STAT_FALLBACKS] += 1
     elif status == 2:
         s.stats[STAT_FAILURES] += 1
+    if half:
+        return
     for i in range(m):
         xi = s.x[i]
         if xi != 0.0:
