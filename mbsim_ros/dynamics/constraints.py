@@ -113,6 +113,7 @@ Solver = namedtuple("Solver", [
     "diag",            # f8[mmax] A_ii (1 + cfm), 0 for a row no motion changes
     "u", "u_before",   # f8[nv] Gauss-Seidel's velocity change sum_i Y_i x_i, and before a sweep
     "loop_x",          # f8[nlooprows] last step's loop impulses
+    "joint_x",         # f8[2,nv] last step's limit and velocity-limit impulse on each DOF
     "findex", "row_kind", "row_src",   # int64[mmax]
     "csel",            # int64[maxc] which detected contacts became rows
     "row_lo", "row_hi",          # int64[mmax] the DOF range of a row's J and Y (gauss_seidel.py)
@@ -146,7 +147,7 @@ def solver_layout(mmax, nv, maxc, nlooprows):
     """carve_solver's fields: (float {field: length}, int {field: length})."""
     floats = dict(J=mmax * nv, Y=mmax * nv, A=mmax * mmax, b=mmax, lo=mmax, hi=mmax, x=mmax, w=mmax, tau_applied=nv,
                   scratch=24, cdir=9 * maxc, cforce=3 * maxc, cprev_point=3 * maxc, cprev_x=3 * maxc,
-                  loop_x=nlooprows, diag=mmax, u=nv, u_before=nv)
+                  loop_x=nlooprows, joint_x=2 * nv, diag=mmax, u=nv, u_before=nv)
     ints = dict(findex=mmax, row_kind=mmax, row_src=mmax, csel=maxc, row_lo=mmax, row_hi=mmax, tree_start=nv,
                 tree_end=nv, cprev_geom=2 * maxc, stats=9)
     return floats, ints
@@ -206,6 +207,7 @@ def carve_solver(sf, si, mmax, nv, maxc, nlooprows):
     cprev_point = array_view(sf, o, (maxc, 3)); o += 3 * maxc
     cprev_x = array_view(sf, o, (maxc, 3)); o += 3 * maxc
     loop_x = array_view(sf, o, nlooprows); o += nlooprows
+    joint_x = array_view(sf, o, (2, nv)); o += 2 * nv
     diag = array_view(sf, o, mmax); o += mmax
     u = array_view(sf, o, nv); o += nv
     u_before = array_view(sf, o, nv); o += nv
@@ -221,7 +223,7 @@ def carve_solver(sf, si, mmax, nv, maxc, nlooprows):
     cprev_geom = array_view(si, k, (maxc, 2)); k += 2 * maxc
     stats = array_view(si, k, 9); k += 9
     solver = Solver(J, Y, A, b, lo, hi, x, w, tau_applied, scratch, cdir, cforce, cprev_point,
-                    cprev_x, diag, u, u_before, loop_x, findex, row_kind, row_src, csel, row_lo, row_hi, tree_start,
+                    cprev_x, diag, u, u_before, loop_x, joint_x, findex, row_kind, row_src, csel, row_lo, row_hi, tree_start,
                     tree_end, cprev_geom, stats)
     return solver, o, k
 
@@ -793,12 +795,19 @@ def _solve_trees(r, H, x, lo, hi):
 
 # ------------------------------------------------------------------------------ solve ---
 @internal
-def warm_start_contacts(s, c, ncontact, m):
+def warm_start_rows(s, c, ncontact, m):
     """x from last step for the contact rows: matched by geom pair and nearest point (within
-    1 cm), its impulse (world) in this step's contact frame; every other row starts at zero (the
-    step restores the loop rows itself)."""
+    1 cm), its impulse (world) in this step's contact frame; for a limit or velocity-limit row,
+    the last step's on its DOF; every other row starts at zero (the step restores the loop rows
+    itself)."""
     for i in range(m):
-        s.x[i] = 0.0
+        kind = s.row_kind[i]
+        if kind == ROW_LIMIT:
+            s.x[i] = s.joint_x[0, s.row_src[i]]
+        elif kind == ROW_VELOCITY:
+            s.x[i] = s.joint_x[1, s.row_src[i]]
+        else:
+            s.x[i] = 0.0
     nprev = s.stats[STAT_NPREV]
     for k in range(ncontact):
         ci = s.csel[k]
@@ -819,7 +828,15 @@ def warm_start_contacts(s, c, ncontact, m):
 
 
 @internal
-def remember_contacts(s, c, ncontact):
+def remember_rows(s, c, ncontact, m):
+    """What warm_start_rows starts the next step from (the contacts', the limit rows')."""
+    s.joint_x[:, :] = 0.0
+    for i in range(m):
+        kind = s.row_kind[i]
+        if kind == ROW_LIMIT:
+            s.joint_x[0, s.row_src[i]] = s.x[i]
+        elif kind == ROW_VELOCITY:
+            s.joint_x[1, s.row_src[i]] = s.x[i]
     for k in range(ncontact):
         ci = s.csel[k]
         s.cprev_geom[k, 0] = c.geom[ci, 0]
@@ -941,7 +958,7 @@ def apply_impulses(t, d, r, s, v, m, ncontact, cfm, dt, pgs_iterations, pgs_tole
             return
         s.stats[STAT_GS_UNCONVERGED] += 1
     if half:
-        _solve_pivoting(s, v, m, pgs_iterations, pgs_tolerance, lf, li, True)
+        _solve_pivoting(s, v, m, pgs_iterations, pgs_tolerance, lf, li, True, True)
         u = s.u         # v += H^-1 J^T x
         for j in range(nv):
             u[j] = 0.0
@@ -956,7 +973,7 @@ def apply_impulses(t, d, r, s, v, m, ncontact, cfm, dt, pgs_iterations, pgs_tole
             v[j] += u[j]
     else:
         # (after an unconverged Gauss-Seidel: its Y are whole solves)
-        _solve_pivoting(s, v, m, pgs_iterations, pgs_tolerance, lf, li, False)
+        _solve_pivoting(s, v, m, pgs_iterations, pgs_tolerance, lf, li, False, not iterative and not dense)
     _contact_forces(s, ncontact, dt)
 
 
@@ -979,10 +996,10 @@ def _half_solve(r, H, x, lo, hi, inv_sqrt_d):
 
 
 @internal
-def _solve_pivoting(s, v, m, pgs_iterations, pgs_tolerance, lf, li, half):
+def _solve_pivoting(s, v, m, pgs_iterations, pgs_tolerance, lf, li, half, warm):
     """The rows' LCP by lcp.solve_boxed_lcp on A = J Y^T (J_i Y_k over the rows' common DOFs),
     then v += Y^T x; or, half, on A = B B^T for the rows B_i = D^-1/2 L^-T J_i^T held in Y (the
-    caller then adds H^-1 J^T x)."""
+    caller then adds H^-1 J^T x). warm: try the warm start's active set first (lcp.py)."""
     for i in range(m):
         Ji = s.Y[i] if half else s.J[i]
         # the DOFs where J_i (B_i) is nonzero (a contact's: its body's ancestors), within its range
@@ -1001,7 +1018,7 @@ def _solve_pivoting(s, v, m, pgs_iterations, pgs_tolerance, lf, li, half):
             s.A[k, i] = acc
         s.A[i, i] = s.diag[i] if s.diag[i] > 0.0 else 1.0
     status = solve_boxed_lcp(s.A, s.b, s.lo, s.hi, s.findex, m, s.x, s.w, lf, li,
-                             pgs_iterations, pgs_tolerance)
+                             pgs_iterations, pgs_tolerance, -1, warm)
     s.stats[STAT_STATUS] = status
     if status == 1:
         s.stats[STAT_FALLBACKS] += 1

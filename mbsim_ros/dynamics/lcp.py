@@ -26,6 +26,10 @@ result (a few passes). The result must pass lcp_residual (findex bounds evaluate
 final x) within the tolerance, else projected Gauss-Seidel (from the caller's warm start in
 x; the pivoting itself starts from x = 0) takes over.
 
+Before pivoting, the active set the caller's warm start implies (the last step's solution) is
+tried with one solve (solve_from_warm_start): a robot that stands, holds an object or rests on
+a limit keeps its set from step to step, and the result is accepted by the same residual test.
+
 solve_boxed_lcp returns
     SOLVED (0)     the pivoting method solved it;
     PGS (1)        pivoting failed (pivot limit, a tiny or negative pivot, or a result that
@@ -184,6 +188,44 @@ def cholesky_solve(L, nc, v):
         for q in range(p + 1, nc):
             s -= L[q, p] * v[q]
         v[p] = s / L[p, p]
+
+
+# ---- the last step's active set ----
+
+@internal
+def solve_from_warm_start(A, b, lo, hi, findex, n, x, w, L, clamped, v, tolerance):
+    """Solve on the active set the warm start in x implies (a row strictly inside its bounds
+    clamped, w = 0; every other row at the bound it is at or beyond): one Cholesky solve of the
+    clamped rows, where pivoting adds them one by one. A robot standing or holding still keeps its
+    active set from step to step. True when the result passes lcp_residual within `tolerance`
+    (the test the pivoting result must pass too); False, x and w then scratch, when the set
+    needs a friction row at its bound (tied to a normal that moves), its matrix is singular, or
+    the result does not pass."""
+    nc = 0
+    for i in range(n):
+        lo_i, hi_i = row_bounds(lo, hi, findex, x, i)
+        if lo_i < x[i] < hi_i:
+            if not cholesky_add(L, A, clamped, nc, i):
+                return False
+            nc += 1
+        elif findex[i] >= 0 and hi_i > 0.0:
+            return False
+        else:
+            x[i] = lo_i if x[i] <= lo_i else hi_i
+    for p in range(nc):           # A_CC x_C = b_C - A_CN x_N
+        i = clamped[p]
+        r = b[i]
+        for j in range(n):
+            r -= A[i, j] * x[j]
+        v[p] = r + A[i, i] * x[i]
+        for q in range(nc):
+            if q != p:
+                v[p] += A[i, clamped[q]] * x[clamped[q]]
+    cholesky_solve(L, nc, v)
+    for p in range(nc):
+        x[clamped[p]] = v[p]
+    set_w(A, b, n, x, w)
+    return lcp_residual(A, b, lo, hi, findex, n, x, w) <= tolerance
 
 
 # ---- the pivoting method ----
@@ -490,15 +532,17 @@ def pgs(A, b, lo, hi, findex, n, x, order, iterations, tolerance):
 
 @kernel
 def solve_boxed_lcp(A, b, lo, hi, findex, n, x, w, wf, wi, pgs_iterations, pgs_tolerance,
-                    max_pivots=-1):
+                    max_pivots=-1, warm_active_set=True):
     """Solve the boxed LCP of the leading n rows (module docstring) into x and w.
 
     A (nmax x nmax), b, lo, hi, findex (length >= n; only the leading n rows are read) are
-    not modified. On entry x holds the warm start for PGS (the previous solution, or zeros).
+    not modified. On entry x holds the warm start (the previous solution, or zeros): its active
+    set is tried first, and PGS starts from it.
     wf, wi: float and int64 workspace of at least lcp_workspace_size(n), any contents.
     pgs_iterations, pgs_tolerance: PGS's sweeps and convergence bound, also the lcp_residual
     bound the pivoting result must meet. max_pivots caps the pivoting steps of each pass
-    (-1: 10 n + 50; 0 forces PGS). Returns SOLVED, PGS or PGS_FAILED."""
+    (-1: 10 n + 50; 0 forces PGS). warm_active_set False: the warm start's active set is not
+    tried. Returns SOLVED, PGS or PGS_FAILED."""
     n_float, n_int = lcp_workspace_size(n)
     if (n < 0 or n > A.shape[0] or n > A.shape[1] or n > b.shape[0] or n > lo.shape[0]
             or n > hi.shape[0] or n > findex.shape[0] or n > x.shape[0] or n > w.shape[0]
@@ -520,6 +564,8 @@ def solve_boxed_lcp(A, b, lo, hi, findex, n, x, w, wf, wi, pgs_iterations, pgs_t
         lo_now[i] = lo[i]
         hi_now[i] = hi[i]
     first_friction = order_rows(lo, hi, findex, n, order)
+    if warm_active_set and solve_from_warm_start(A, b, lo, hi, findex, n, x, w, L, clamped, v, pgs_tolerance):
+        return SOLVED
 
     set_friction_at = first_friction
     for _ in range(FRICTION_PASSES):

@@ -27,7 +27,7 @@ from .constraints import (CONTACT_LCP, CONTACT_NONE, CONTACT_PENALTY, DENSE_ROOT
                           STAT_ROWS,
                           Options,
                           apply_impulses, contact_rows, joint_rows, loop_rows, penalty_forces,
-                          remember_contacts, select_contacts, warm_start_contacts, carve_rules, carve_solver)
+                          remember_rows, select_contacts, warm_start_rows, carve_rules, carve_solver)
 from .forces import H_N, H_NDRIVE, H_NSTOP, apply_forces, carve_forces, drive_rows, forces_or_none, stop_rows
 from .kernels import (FREE, passive_implicit, quat_to_R, restore_if_nonfinite, aba, batch_kernel, body_frame_kinematics,
                       carve_data, carve_tree, copy_into, inline, integrate, internal, kernel, link_poses, rnea,
@@ -204,17 +204,18 @@ def step_semi_implicit_euler(tree, data, geoms, contacts, rules, solver, forces,
             _see_free_joint_translation(t, d, s, loop0, m, dt)
         s.stats[STAT_ROWS] = m
         if m > 0 or dense:
-            warm_start_contacts(s, c, ncontact, m)
+            warm_start_rows(s, c, ncontact, m)
             for i in range(loop0, m):
                 s.x[i] = s.loop_x[i - loop0]
             apply_impulses(t, d, r, s, v, m, ncontact, opt.cfm, dt, int(opt.pgs_iterations),
                            opt.pgs_tolerance, int(opt.iterative_rows), int(opt.iterative_sweeps),
                            opt.iterative_tolerance, lf, li, poses)
-            remember_contacts(s, c, ncontact)
+            remember_rows(s, c, ncontact, m)
             for i in range(loop0, m):
                 s.loop_x[i - loop0] = s.x[i]
         else:
-            s.stats[STAT_NPREV] = 0   # no contacts to warm-start from next step
+            s.stats[STAT_NPREV] = 0   # no contacts or limit rows to warm-start from next step
+            s.joint_x[:, :] = 0.0
         for j in range(nv):
             d.a_step[j] = (v[j] - d.v_prev[j]) / dt
         integrate(t, q, v, dt, q)

@@ -37,6 +37,24 @@ def test_a_joint_driven_into_its_limit_stops_there_and_leaves_it_freely():
     assert -1.0 - lowest < 1e-3
 
 
+
+def test_a_limit_rows_impulse_is_the_next_steps_warm_start():
+    """A pendulum held on its upper limit: each step's limit impulse is kept on its DOF for the
+    next step's warm start (the active set the LCP tries first), equal to the impulse that
+    holds the torque, and dropped once the joint leaves the limit."""
+    sim = mb.Simulation(pendulum(lower=[-1.0], upper=[0.5]), dt=1e-3)
+    sim.tau = [20.0]
+    sim.step(1000)
+    s = sim.constraints.solver
+    assert sim.stats()["rows"] == 1 and s.row_kind[0] != 0
+    # the row (J = -1) holds tau and gravity's moment about y, m g 0.5 cos q, which pushes the same way
+    hold = (20.0 + 1.0 * G * 0.5 * np.cos(0.5)) * 1e-3
+    assert s.x[0] == pytest.approx(hold, rel=1e-3)
+    assert s.joint_x[0, 0] == s.x[0] and s.joint_x[1, 0] == 0.0
+    sim.tau = [-20.0]
+    sim.step(100)
+    assert sim.stats()["rows"] == 0 and s.joint_x[0, 0] == 0.0
+
 def test_velocity_limit_caps_the_speed_and_effort_limit_caps_the_torque():
     sim = mb.Simulation(pendulum(velocity_limit=[2.0]), dt=1e-3)
     sim.tau = [50.0]

@@ -236,6 +236,38 @@ def test_random_box_feet_are_solved_by_pivoting():
         assert_friction_cone(x, hi, findex)
 
 
+
+@pytest.mark.parametrize("case", ["block sticks", "box feet resting"])
+def test_the_warm_starts_active_set_is_solved_without_pivoting(case):
+    """A warm start with the solution's active set (the last step's, for a robot that holds
+    still) is solved by one solve: with no pivots allowed (max_pivots=0, which else hands the
+    problem to PGS) the result is still SOLVED, and the pivoting's solution; a warm start with
+    another active set (zeros) is not."""
+    if case == "block sticks":
+        A, b, lo, hi, findex = block_on_ground(0.2)
+    else:
+        A, b, lo, hi, findex = boxes_on_ground([np.array([0.0, 0.0, -0.1, 0.0, 0.0, 0.0])] * 2, 0.6)
+    status, exact, _ = solve(A, b, lo, hi, findex)
+    assert status == SOLVED
+    friction = findex >= 0
+    assert np.all(np.abs(exact[friction]) < hi[friction] * exact[findex[friction]])   # all stick
+    status, x, w = solve(A, b, lo, hi, findex, x0=1.5 * exact, iterations=1, max_pivots=0)
+    assert status == SOLVED
+    # the box feet's A has condition ~1e5 (rank 12 plus CFM 1e-5): rounding of ~1e-11 of max|x|
+    np.testing.assert_allclose(x, exact, rtol=1e-9, atol=1e-9 * np.abs(exact).max())
+    assert_lcp_solution(A, b, lo, hi, findex, x, w, 1e-9)
+    assert solve(A, b, lo, hi, findex, iterations=1, max_pivots=0)[0] != SOLVED
+
+
+def test_a_warm_start_at_the_friction_cone_goes_to_pivoting():
+    """A sliding contact's friction row sits at a bound tied to its normal, which the one solve
+    does not handle: that warm start is left to the pivoting (none allowed here: PGS)."""
+    A, b, lo, hi, findex = block_on_ground(3.0)
+    status, exact, _ = solve(A, b, lo, hi, findex)
+    assert status == SOLVED and exact[1] == pytest.approx(-0.5 * exact[0], rel=1e-12)
+    assert solve(A, b, lo, hi, findex, x0=exact, iterations=1, max_pivots=0)[0] != SOLVED
+
+
 # ---- the PGS fallback ----
 
 def diagonally_dominant_problem(n=8, seed=3):
@@ -261,16 +293,23 @@ def test_pgs_takes_over_at_the_pivot_limit():
 
 
 def test_pgs_starts_from_the_warm_start():
+    """The solution, but row 0 (at its bound 0) nudged inside: the active set it implies is not
+    the solution's (so the one solve from it fails), and PGS converges from it in one sweep."""
     A, b, lo, hi = diagonally_dominant_problem()
     _, exact, _ = solve(A, b, lo, hi)
-    assert solve(A, b, lo, hi, x0=exact, iterations=1, max_pivots=0)[0] == PGS
+    assert exact[0] == 0.0 and lo[0] == 0.0
+    nudged = exact.copy()
+    nudged[0] = 1e-9
+    assert solve(A, b, lo, hi, x0=nudged, iterations=1, max_pivots=0)[0] == PGS
     assert solve(A, b, lo, hi, iterations=1, max_pivots=0)[0] == PGS_FAILED
 
 
 def test_pgs_fails_on_a_slowly_converging_problem():
+    """(Row 0 unilateral: the zero warm start puts it at its bound, not in the solution's
+    active set, so the one solve from the warm start does not solve it either.)"""
     A = np.array([[1.0, 0.999], [0.999, 1.0]])
     b = np.array([1.0, -1.0])
-    lo, hi = np.full(2, -INF), np.full(2, INF)
+    lo, hi = np.array([0.0, -INF]), np.full(2, INF)
     assert solve(A, b, lo, hi)[0] == SOLVED
     assert solve(A, b, lo, hi, max_pivots=0)[0] == PGS_FAILED
 
