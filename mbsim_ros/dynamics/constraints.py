@@ -776,14 +776,7 @@ def _solve_tree(r, H, x):
 def _solve_trees(r, H, x, lo, hi):
     """_solve_tree for an x that is zero outside DOFs lo..hi-1, whole trees (gauss_seidel.row_range):
     H^-1 x is zero there too, so only those DOFs are computed."""
-    for i in range(hi - 1, lo - 1, -1):
-        xi = x[i]
-        if xi == 0.0:       # a contact row's x is nonzero on its body's ancestors alone
-            continue
-        j = r.dof_parent[i]
-        while j >= 0:
-            x[j] -= H[i, j] * xi
-            j = r.dof_parent[j]
+    _up_the_tree(r, H, x, lo, hi)
     for i in range(lo, hi):
         x[i] /= H[i, i]
     for i in range(lo, hi):
@@ -922,21 +915,18 @@ def apply_impulses(t, d, r, s, v, m, ncontact, cfm, dt, pgs_iterations, pgs_tole
         s.row_lo[i] = lo_i
         s.row_hi[i] = hi_i
         Y = s.Y[i]
-        a_ii = 0.0
-        jv = 0.0
         if by_aba:
             aba_solve(t, d, Ji, Y)
         else:
             copy_into(Y, Ji)
             if half:
                 _half_solve(r, H, Y, lo_i, hi_i, s.u_before)
-                for j in range(lo_i, hi_i):
-                    a_ii += Y[j] * Y[j]
             else:
                 _solve_trees(r, H, Y, lo_i, hi_i)
+        a_ii = 0.0      # A_ii: B_i B_i (half) or J_i Y_i
+        jv = 0.0
         for j in range(lo_i, hi_i):
-            if not half:
-                a_ii += Ji[j] * Y[j]
+            a_ii += (Y[j] if half else Ji[j]) * Y[j]
             jv += Ji[j] * v[j]
         s.diag[i] = a_ii * (1.0 + cfm)
         if s.diag[i] <= 1e-14:
@@ -982,17 +972,24 @@ def _half_solve(r, H, x, lo, hi, inv_sqrt_d):
     """x <- D^-1/2 L^-T x with H = L^T D L factored by _factor_tree, for an x that is zero
     outside DOFs lo..hi-1 (whole trees): the result is zero wherever x and all the DOFs below
     are (a row's: nonzero on its DOFs' ancestors alone)."""
+    _up_the_tree(r, H, x, lo, hi)
+    for i in range(lo, hi):
+        if x[i] != 0.0:
+            x[i] *= inv_sqrt_d[i]
+
+
+@inline
+def _up_the_tree(r, H, x, lo, hi):
+    """x <- L^-T x (H = L^T D L by _factor_tree) for an x zero outside DOFs lo..hi-1: each DOF
+    passes its value up to its ancestors, so x stays zero wherever it and every DOF below are."""
     for i in range(hi - 1, lo - 1, -1):
         xi = x[i]
-        if xi == 0.0:
+        if xi == 0.0:       # a contact row's x is nonzero on its body's ancestors alone
             continue
         j = r.dof_parent[i]
         while j >= 0:
             x[j] -= H[i, j] * xi
             j = r.dof_parent[j]
-    for i in range(lo, hi):
-        if x[i] != 0.0:
-            x[i] *= inv_sqrt_d[i]
 
 
 @internal

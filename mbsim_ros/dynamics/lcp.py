@@ -212,15 +212,14 @@ def solve_from_warm_start(A, b, lo, hi, findex, n, x, w, L, clamped, v, toleranc
             return False
         else:
             x[i] = lo_i if x[i] <= lo_i else hi_i
+    for p in range(nc):           # (after the bounds above: a friction row's needs its normal)
+        x[clamped[p]] = 0.0
     for p in range(nc):           # A_CC x_C = b_C - A_CN x_N
         i = clamped[p]
         r = b[i]
         for j in range(n):
             r -= A[i, j] * x[j]
-        v[p] = r + A[i, i] * x[i]
-        for q in range(nc):
-            if q != p:
-                v[p] += A[i, clamped[q]] * x[clamped[q]]
+        v[p] = r
     cholesky_solve(L, nc, v)
     for p in range(nc):
         x[clamped[p]] = v[p]
