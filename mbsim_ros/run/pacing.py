@@ -127,6 +127,7 @@ class Runner:
         self._stop_requested = False
         self._paused = False
         self._parked = False         # the loop is waiting while paused
+        self._resumes = 0            # resume() calls (a pause waiter stops waiting at the next)
         self._granted = 0            # step_once steps asked for / done (totals)
         self._granted_done = 0
         self._running = False
@@ -183,20 +184,25 @@ class Runner:
 
     def pause(self, wait: bool = False, timeout: float | None = None) -> bool:
         """Pause at the next step boundary. wait=True blocks until the loop has parked (or is
-        not running); returns False if that took longer than timeout."""
+        not running, or another thread's resume() has overridden this pause before the loop
+        parked: the loop would never park for it); returns False if that took longer than
+        timeout."""
         with self._cv:
             self._paused = True
             self._dirty = True
             self._cv.notify_all()
             if wait:
                 self._check_not_physics_thread("pause(wait=True)")
-                return self._cv.wait_for(lambda: self._parked or not self._running, timeout)
+                resumes = self._resumes
+                return self._cv.wait_for(
+                    lambda: self._parked or not self._running or self._resumes != resumes, timeout)
         return True
 
     def resume(self):
         """Resume paced stepping; paused time is not caught up. Cancels unfinished step_once steps."""
         with self._cv:
             self._paused = False
+            self._resumes += 1
             self._granted_done = self._granted
             self._dirty = True
             self._cv.notify_all()

@@ -111,6 +111,31 @@ def test_pause_holds_time_step_once_steps_exactly_and_resume_does_not_catch_up(s
     assert s["rtf"] == pytest.approx(1.0, abs=0.1)      # paused time is not in the wall time
 
 
+def test_a_pause_waiter_overridden_by_another_threads_resume_does_not_wait_out_its_timeout(sim):
+    # a pause and a resume from two clients, both before the loop reaches a step boundary:
+    # the loop never parks for that pause, so its waiter must not wait for it
+    inside, gate = threading.Event(), threading.Event()
+
+    def hold(s):
+        if not gate.is_set():
+            inside.set()
+            gate.wait(10)
+    r = Runner(sim, rtf=0, on_step=hold)
+    r.start()
+    assert inside.wait(5)                         # the physics thread is inside a step
+    result = {}
+    waiter = threading.Thread(target=lambda: result.setdefault("ok", r.pause(wait=True, timeout=5)))
+    waiter.start()
+    while not r.paused:
+        time.sleep(0.001)
+    r.resume()
+    gate.set()
+    waiter.join(10)
+    r.stop()
+    assert r.join(timeout=5)
+    assert result == {"ok": True}                 # before: False, after waiting the whole 5 s
+
+
 def test_step_once_while_not_running_steps_here(sim):
     calls = []
     r = Runner(sim, rtf=1.0, on_step=lambda s: calls.append(steps_of(s)))
