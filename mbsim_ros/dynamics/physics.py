@@ -10,7 +10,7 @@ from ..model import Model, SimulationError
 from ..model.names import WorldNames, check_entity_name, unique_entity_names
 from ..model.transforms import inverse_transform
 from . import kernels
-from .api import copy_gravity, transforms_dict
+from .api import transforms_dict
 from .collision.geoms import compile_geoms
 from .assembly import ASSEMBLY_TOL, assemble
 from .compiled import (MASSLESS_BOUND, bound_massless_leaves, check_movable, compile_models, constrained_massless,
@@ -185,6 +185,7 @@ class Physics:
         self._step_buffers = (compiled.buffers, self._df, geoms.buffers, self._contact_buffers,
                               constraints.rule_buffers, constraints.solver_buffers, self._kernel_forces(),
                               self._options)
+        self._solver_stats = constraints.solver.stats
         self._step_flags = (True if constraints.nloop else None,
                             True if self._options[0] == CONTACT_PENALTY else None)
         self._assemble()
@@ -604,13 +605,12 @@ class Physics:
     def step(self, n: int = 1):
         """Advance n steps of dt. Raises SimulationError (state left at the last finite step)
         if a coordinate becomes NaN or infinite."""
-        copy_gravity(self.models[0].gravity, self.compiled.tree.gravity)
         done, bad = self._step_call.call(*self._step_buffers, self._q, self._v, self._tau, self._steps * self.dt,
-                                         self.dt, int(n), *self._step_flags)
+                                         self.dt, int(n), *self._step_flags, self.models[0].gravity)
         self._steps += done
         if bad >= 0:
             raise SimulationError(blow_up_message(self.compiled.joint_of_v[bad], self.t, self.dt))
-        if self._failures_reported == 0 and self.constraints.solver.stats[STAT_FAILURES] > 0:
+        if self._failures_reported == 0 and self._solver_stats[STAT_FAILURES] > 0:
             self._failures_reported = 1
             warnings.warn(solver_failure_message(self.models[0].name, self.t), RuntimeWarning, stacklevel=2)
 

@@ -150,15 +150,20 @@ def _carve_world(tree, data, geoms, contacts, rules, solver, forces, options):
 # ------------------------------------------------------------ entry points from Python ---
 @kernel
 def step_semi_implicit_euler(tree, data, geoms, contacts, rules, solver, forces, options,
-                             q, v, tau, t0, dt, nsteps, loops, penalty):
+                             q, v, tau, t0, dt, nsteps, loops, penalty, gravity):
     """Returns (steps done, first non-finite DOF or -1); on a blow-up the state before the
     failing step is restored. loops None: the world has no loop closures, and the kernel
     compiles without their rows (numba prunes the branch); forces None likewise compiles it
-    without force elements, penalty None without penalty contact. The loop lives here, not in a
+    without force elements, penalty None without penalty contact. gravity (3,): copied into the
+    tree first (the model's, which its user may change between calls; copying it here costs a
+    fraction of comparing it in Python); None: the tree's as it is. The loop lives here, not in a
     kernel of its own that this one calls: numba optimizes and generates the machine code of
     everything a kernel calls once more for each kernel level above it, and the step calls
     nearly all of the code."""
     t, d, g, c, r, s, opt, fe = _carve_world(tree, data, geoms, contacts, rules, solver, forces, options)
+    if gravity is not None:
+        for a in range(3):
+            t.gravity[a] = gravity[a]
     _, _, sizes = rules
     _, _, lf, li = solver
     nloop, maxc = sizes[1], sizes[5]
@@ -228,11 +233,14 @@ def step_semi_implicit_euler(tree, data, geoms, contacts, rules, solver, forces,
 
 @kernel
 def step_rk4(tree, data, geoms, contacts, rules, solver, forces, options, q, v, tau, t0, dt, nsteps,
-             loops, penalty):
+             loops, penalty, gravity):
     """Classical RK4 with stage positions q (+) c dt v_k on the manifold (as MuJoCo's RK4);
     passive and penalty contact forces explicit. Returns (steps done, first non-finite DOF or -1).
     loops, penalty: as step_semi_implicit_euler's (RK4 takes no loop closures)."""
     t, d, g, c, r, s, opt, fe = _carve_world(tree, data, geoms, contacts, rules, solver, forces, options)
+    if gravity is not None:
+        for a in range(3):
+            t.gravity[a] = gravity[a]
     nv = v.shape[0]
     cs = (0.0, 0.5, 0.5, 1.0)
     ws = (1.0 / 6.0, 1.0 / 3.0, 1.0 / 3.0, 1.0 / 6.0)
@@ -305,12 +313,12 @@ def step_batch_semi_implicit_euler(tree, data, geoms, contacts, rules, solver, f
     for w in prange(q.shape[0]):
         if forces is None:
             r = step_semi_implicit_euler(tree, data[w], geoms, (cf[w], ci[w]), rules, (sf[w], si[w], lf[w], li[w]),
-                                         None, options, q[w], v[w], tau[w], t0[w], dt, nsteps, loops, penalty)
+                                         None, options, q[w], v[w], tau[w], t0[w], dt, nsteps, loops, penalty, None)
         else:
             ef, ei = forces
             r = step_semi_implicit_euler(tree, data[w], geoms, (cf[w], ci[w]), rules, (sf[w], si[w], lf[w], li[w]),
                                          (ef[w], ei[w]), options, q[w], v[w], tau[w], t0[w], dt, nsteps, loops,
-                                         penalty)
+                                         penalty, None)
         done[w] = r[0]
         bad[w] = r[1]
 
@@ -324,10 +332,11 @@ def step_batch_rk4(tree, data, geoms, contacts, rules, solver, forces, options,
     for w in prange(q.shape[0]):
         if forces is None:
             r = step_rk4(tree, data[w], geoms, (cf[w], ci[w]), rules, (sf[w], si[w], lf[w], li[w]),
-                         None, options, q[w], v[w], tau[w], t0[w], dt, nsteps, loops, penalty)
+                         None, options, q[w], v[w], tau[w], t0[w], dt, nsteps, loops, penalty, None)
         else:
             ef, ei = forces
             r = step_rk4(tree, data[w], geoms, (cf[w], ci[w]), rules, (sf[w], si[w], lf[w], li[w]),
-                         (ef[w], ei[w]), options, q[w], v[w], tau[w], t0[w], dt, nsteps, loops, penalty)
+                         (ef[w], ei[w]), options, q[w], v[w], tau[w], t0[w], dt, nsteps, loops, penalty,
+                         None)
         done[w] = r[0]
         bad[w] = r[1]

@@ -387,6 +387,16 @@ class LoopConstraint:
 DEFAULT_GRAVITY = (0.0, 0.0, -9.80665)     # m/s^2, standard gravity along -z
 
 
+def _as_gravity(value):
+    """value as the float64 (3,) C-contiguous array a model's gravity is (the step kernel reads
+    it as that, without checking): the same array when it already is one, so that changing that
+    array in place changes the gravity."""
+    g = np.ascontiguousarray(value, dtype=float)
+    if g.shape != (3,):
+        raise ValueError(f"gravity must be 3 numbers (x, y, z in m/s^2), got {np.asarray(value).tolist()!r}")
+    return g
+
+
 class Model:
     """A multibody model: links connected by joints into a tree, plus frames, sensors and loops.
 
@@ -397,7 +407,7 @@ class Model:
 
     def __init__(self, name: str = "model", gravity=None):
         self.name = name
-        self._gravity = np.asarray(DEFAULT_GRAVITY if gravity is None else gravity, dtype=float)
+        self._gravity = _as_gravity(DEFAULT_GRAVITY if gravity is None else gravity)
         # whether the gravity is the model's say (given here or set, or by a file that states the
         # world's: an SDFormat world, MJCF's <option gravity>); one that is not takes the world's
         # (dynamics/compiled.py world_gravity), as Gazebo puts a URDF robot in its world's gravity
@@ -436,7 +446,7 @@ class Model:
 
     @gravity.setter
     def gravity(self, value):
-        self._gravity = np.asarray(value, dtype=float)
+        self._gravity = _as_gravity(value)
         self.gravity_stated = True
 
     # -- building -------------------------------------------------------------------

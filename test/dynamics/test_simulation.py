@@ -62,6 +62,31 @@ def test_gravity_set_before_construction_is_used():
     assert sim.v[2] == pytest.approx(-1.62e-3)
 
 
+def test_gravity_changed_between_steps_in_place_or_replaced_holds_from_the_next_step():
+    m = body("a")
+    sim = mb.Simulation(m, dt=1e-3)
+    sim.step(1)
+    assert sim.v[2] == pytest.approx(-9.80665e-3)
+    m.gravity[2] = -1.62                      # in place
+    sim.step(1)
+    assert sim.v[2] == pytest.approx(-9.80665e-3 - 1.62e-3)
+    m.gravity = [1.0, 0.0, 0.0]               # replaced, by a list
+    sim.step(1)
+    assert sim.v[0] == pytest.approx(1e-3) and sim.v[2] == pytest.approx(-9.80665e-3 - 1.62e-3)
+    m.gravity = np.zeros((3, 2))[:, 0]        # a strided view: copied, read correctly
+    sim.step(1)
+    assert sim.v[0] == pytest.approx(1e-3)
+
+
+@pytest.mark.parametrize("bad", [9.81, (0.0, -9.81), np.zeros((1, 3))])
+def test_gravity_that_is_not_three_numbers_is_refused(bad):
+    m = body("a")
+    with pytest.raises(ValueError, match="gravity must be 3 numbers"):
+        m.gravity = bad
+    with pytest.raises(ValueError, match="gravity must be 3 numbers"):
+        Model("b", gravity=bad)
+
+
 def test_blow_up_raises_simulation_error_naming_the_joint_and_keeps_the_last_finite_state():
     m = Model("stiff", gravity=(0, 0, 0))
     m.add_link(Link("base", 1.0, [0, 0, 0], np.eye(3) * 0.1))
