@@ -292,24 +292,19 @@ def what_to_time(state, ours, pin, mj, dart, notes):
         calls["fd_kernel", "ours"] = (kernels.forward_dynamics_kernel, (c.tf, c.ti, df, q, v, tau, out), None)
         calls["id_kernel", "ours"] = (kernels.inverse_dynamics_kernel, (c.tf, c.ti, df, q, v, qdd, out), None)
         calls["m_kernel", "ours"] = (kernels.mass_matrix_kernel, (c.tf, c.ti, df, q, M), None)
-        sim, why = try_("mb.Simulation", lambda: mb.Simulation(model, dt=DT, contact="none"))
-        if sim is None:
-            notes.append(why)
-        else:
-            def reset_sim():
-                sim.q[:] = q
-                sim.v[:] = v
-            calls["step", "ours"] = (sim.step, (), reset_sim)
-        free_sim, why = try_("mb.Simulation without limits",
-                             lambda: mb.Simulation(without_limits(model), dt=DT, contact="none"))
-        if free_sim is None:
-            notes.append(why)
-        else:
-            def reset_free():
-                free_sim.q[:] = q
-                free_sim.v[:] = v
-            calls["step_free", "ours"] = (free_sim.step, (), reset_free)
+        for key, label, stepped in (("step", "mb.Simulation", model),
+                                    ("step_free", "mb.Simulation without limits", without_limits(model))):
+            sim, why = try_(label, lambda: mb.Simulation(stepped, dt=DT, contact="none"))
+            if sim is None:
+                notes.append(why)
+            else:
+                calls[key, "ours"] = (sim.step, (), lambda sim=sim: reset_state(sim, q, v))
     return calls
+
+
+def reset_state(sim, q, v):
+    sim.q[:] = q
+    sim.v[:] = v
 
 
 def without_limits(model):

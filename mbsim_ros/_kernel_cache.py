@@ -15,6 +15,7 @@ import functools
 import hashlib
 import logging
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -24,10 +25,16 @@ PACKAGE = Path(__file__).parent
 KEEP = 3      # cache directories of older source versions kept (others may still use them)
 
 
+# a numba source: one that names the library, or defines kernels with our decorators (lcp.py
+# and the collision files do without naming numba; left out, an edit of them kept the step
+# kernel that inlines them, stale, in its old cache)
+_NUMBA_SOURCE = re.compile(rb"numba|^@(kernel|internal|inline|batch_kernel)\b", re.MULTILINE)
+
+
 def sources_digest(package: Path = PACKAGE, parts=()) -> str:
     """Hash of the numba sources under the given subpackages (all of the package if none)."""
     roots = [package / part for part in parts] or [package]
-    sources = sorted(p for root in roots for p in root.rglob("*.py") if b"numba" in p.read_bytes())
+    sources = sorted(p for root in roots for p in root.rglob("*.py") if _NUMBA_SOURCE.search(p.read_bytes()))
     if parts:      # how kernels compile (the decorator's options) is part of every version
         sources.append(Path(__file__))
     return hashlib.sha1(b"".join(p.read_bytes() for p in sources)).hexdigest()[:16]

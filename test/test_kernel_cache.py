@@ -25,6 +25,20 @@ def test_the_cache_directory_follows_the_numba_sources_only(tmp_path):
         assert second != first and second.name == sources_digest(tmp_path)
 
 
+def test_a_file_of_kernels_that_does_not_name_numba_is_a_numba_source_too(tmp_path):
+    """lcp.py defines its kernels with our decorator alone; the step kernel inlines them, so an
+    edit of it must give the step a fresh cache (else its stale machine code is loaded)."""
+    solver = tmp_path / "solver.py"
+    solver.write_text("from ._kernel_cache import kernel\n\n\n@internal\ndef f(x):\n    return x\n")
+    before = sources_digest(tmp_path)
+    solver.write_text("from ._kernel_cache import kernel\n\n\n@internal\ndef f(x):\n    return 2 * x\n")
+    assert sources_digest(tmp_path) != before
+    (tmp_path / "notes.py").write_text("# @internal is a decorator name, in a comment\n")
+    edited = sources_digest(tmp_path)
+    (tmp_path / "notes.py").write_text("# @internal is a decorator name, in an edited comment\n")
+    assert sources_digest(tmp_path) == edited
+
+
 def test_a_subpackage_cache_ignores_the_other_subpackages(tmp_path):
     for part in ("dyn", "render"):
         (tmp_path / part).mkdir()

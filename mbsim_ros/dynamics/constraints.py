@@ -71,10 +71,16 @@ ABA_SOLVE_ROWS = 4      # apply_impulses: up to this many rows without contact, 
 # not reach ITERATIVE_TOLERANCE (a warm-started steady contact converges in a few sweeps; more
 # rarely pays: what does not converge in 10 mostly does not in 1000). 30 rows: a robot's feet on
 # the ground (SR1: 8 contacts, 28 rows, light feet under a heavy trunk) seldom converge in 10
-# sweeps, and the pivoting solver is fast at that size; a ten-contact grasp and a stack do.
+# sweeps, and the pivoting solver is fast at that size; a ten-contact grasp does, and a stack of
+# ten boxes does in all but about one step in a thousand once the pivoting solver has settled it.
 ITERATIVE_ROWS = 30
 ITERATIVE_SWEEPS = 10
 ITERATIVE_TOLERANCE = 1e-4
+# After Gauss-Seidel failed, the pivoting solver takes the next ITERATIVE_HOLDOFF steps alone. A
+# problem it fails on once it mostly fails on again: a stack of boxes, whose weight Gauss-Seidel
+# spreads down slowly, converges only from an exact warm start, and its own results are not
+# exact (from them it needs 100-350 sweeps), so trying it every step doubles the stack's cost.
+ITERATIVE_HOLDOFF = 100
 
 Options = namedtuple("Options", [
     "contact_method", "erp", "max_erv", "cfm", "joint_erp", "bounce_velocity", "contact_margin",
@@ -119,11 +125,12 @@ Solver = namedtuple("Solver", [
     "row_lo", "row_hi",          # int64[mmax] the DOF range of a row's J and Y (gauss_seidel.py)
     "tree_start", "tree_end",    # int64[nv] the DOF range of each DOF's tree
     "cprev_geom",      # int64[maxc,2]
-    "stats",           # int64[9]: ncon used, m, last LCP status, PGS fallbacks, PGS failures, contacts dropped,
-                       # nprev, Gauss-Seidel solves left to the pivoting solver, the last one's sweeps
+    "stats",           # int64[10]: ncon used, m, last LCP status, PGS fallbacks, PGS failures, contacts dropped,
+                       # nprev, Gauss-Seidel solves left to the pivoting solver, the last one's sweeps,
+                       # steps before Gauss-Seidel is tried again
 ])
 (STAT_NCON, STAT_ROWS, STAT_STATUS, STAT_FALLBACKS, STAT_FAILURES, STAT_DROPPED, STAT_NPREV, STAT_GS_UNCONVERGED,
- STAT_GS_SWEEPS) = range(9)
+ STAT_GS_SWEEPS, STAT_GS_HOLDOFF) = range(10)
 GAUSS_SEIDEL = 3     # STAT_STATUS after Gauss-Seidel converged (solve_boxed_lcp's are 0, 1, 2)
 
 
@@ -149,7 +156,7 @@ def solver_layout(mmax, nv, maxc, nlooprows):
                   scratch=24, cdir=9 * maxc, cforce=3 * maxc, cprev_point=3 * maxc, cprev_x=3 * maxc,
                   loop_x=nlooprows, joint_x=2 * nv, diag=mmax, u=nv, u_before=nv)
     ints = dict(findex=mmax, row_kind=mmax, row_src=mmax, csel=maxc, row_lo=mmax, row_hi=mmax, tree_start=nv,
-                tree_end=nv, cprev_geom=2 * maxc, stats=9)
+                tree_end=nv, cprev_geom=2 * maxc, stats=10)
     return floats, ints
 
 
@@ -221,7 +228,7 @@ def carve_solver(sf, si, mmax, nv, maxc, nlooprows):
     tree_start = array_view(si, k, nv); k += nv
     tree_end = array_view(si, k, nv); k += nv
     cprev_geom = array_view(si, k, (maxc, 2)); k += 2 * maxc
-    stats = array_view(si, k, 9); k += 9
+    stats = array_view(si, k, 10); k += 10
     solver = Solver(J, Y, A, b, lo, hi, x, w, tau_applied, scratch, cdir, cforce, cprev_point,
                     cprev_x, diag, u, u_before, loop_x, joint_x, findex, row_kind, row_src, csel, row_lo, row_hi, tree_start,
                     tree_end, cprev_geom, stats)
@@ -927,6 +934,9 @@ def apply_impulses(t, d, r, s, v, m, ncontact, cfm, dt, pgs_iterations, pgs_tole
     for i in range(m):
         bilateral = bilateral or (s.lo[i] == -math.inf and s.hi[i] == math.inf)
     iterative = m >= iterative_rows and not dense and not bilateral
+    if s.stats[STAT_GS_HOLDOFF] > 0:
+        s.stats[STAT_GS_HOLDOFF] -= 1
+        iterative = False
     # the pivoting solver needs A = J H^-1 J^T and H^-1 J^T x alone: with H = L^T D L, A = B^T B
     # for B = D^-1/2 L^-T J^T, whose row i is nonzero on its DOFs' ancestors alone (a half solve
     # up the tree per row, not a whole solve over the tree), and H^-1 J^T x is one solve
@@ -963,6 +973,7 @@ def apply_impulses(t, d, r, s, v, m, ncontact, cfm, dt, pgs_iterations, pgs_tole
         else:
             s.b[i] -= jv          # b = target - J v*
     if iterative:
+        copy_into(s.w[:m], s.x[:m])     # the warm start, for the pivoting if Gauss-Seidel fails
         sweeps = gauss_seidel(s.J, s.Y, s.row_lo, s.row_hi, s.diag, s.b, s.lo, s.hi, s.findex, m, cfm, s.x,
                               s.u, s.u_before, iterative_sweeps, iterative_tolerance)
         s.stats[STAT_GS_SWEEPS] = sweeps
@@ -973,6 +984,11 @@ def apply_impulses(t, d, r, s, v, m, ncontact, cfm, dt, pgs_iterations, pgs_tole
             _contact_forces(s, ncontact, dt)
             return
         s.stats[STAT_GS_UNCONVERGED] += 1
+        s.stats[STAT_GS_HOLDOFF] = ITERATIVE_HOLDOFF
+        # the pivoting tries the warm start's active set first: the last step's exact solution
+        # has the right one, where an unconverged Gauss-Seidel's x mostly has not (a stack's:
+        # then every row pivots in, ten times the cost)
+        copy_into(s.x[:m], s.w[:m])
     if half:
         _solve_pivoting(s, v, m, pgs_iterations, pgs_tolerance, lf, li, True, True)
         u = s.u         # v += H^-1 J^T x
@@ -989,7 +1005,7 @@ def apply_impulses(t, d, r, s, v, m, ncontact, cfm, dt, pgs_iterations, pgs_tole
             v[j] += u[j]
     else:
         # (after an unconverged Gauss-Seidel: its Y are whole solves)
-        _solve_pivoting(s, v, m, pgs_iterations, pgs_tolerance, lf, li, False, not iterative and not dense)
+        _solve_pivoting(s, v, m, pgs_iterations, pgs_tolerance, lf, li, False, not dense)
     _contact_forces(s, ncontact, dt)
 
 
@@ -1018,27 +1034,55 @@ def _up_the_tree(r, H, x, lo, hi):
             j = r.dof_parent[j]
 
 
+@inline
+def _block_end(s, i, m):
+    """The end of the block of rows from i on that share row i's DOF range."""
+    k = i + 1
+    while k < m and s.row_lo[k] == s.row_lo[i] and s.row_hi[k] == s.row_hi[i]:
+        k += 1
+    return k
+
+
 @internal
 def _solve_pivoting(s, v, m, pgs_iterations, pgs_tolerance, lf, li, half, warm):
     """The rows' LCP by lcp.solve_boxed_lcp on A = J Y^T (J_i Y_k over the rows' common DOFs),
     then v += Y^T x; or, half, on A = B B^T for the rows B_i = D^-1/2 L^-T J_i^T held in Y (the
-    caller then adds H^-1 J^T x). warm: try the warm start's active set first (lcp.py)."""
+    caller then adds H^-1 J^T x). warm: try the warm start's active set first (lcp.py).
+    Rows of one DOF range (a contact's three, the contacts of one pair of bodies) form a block,
+    and only blocks whose ranges overlap couple: A is zeroed once and those filled, so that a
+    stack's 120 rows cost its ~30 coupled blocks, not 7,000 row pairs."""
     for i in range(m):
-        Ji = s.Y[i] if half else s.J[i]
-        # the DOFs where J_i (B_i) is nonzero (a contact's: its body's ancestors), within its range
-        a, b = s.row_lo[i], s.row_hi[i]
-        while a < b and Ji[a] == 0.0:
-            a += 1
-        while b > a and Ji[b - 1] == 0.0:
-            b -= 1
-        for k in range(i, m):
-            acc = 0.0
-            if s.diag[i] > 0.0 and s.diag[k] > 0.0:
-                Yk = s.Y[k]
-                for j in range(max(a, s.row_lo[k]), min(b, s.row_hi[k])):
-                    acc += Ji[j] * Yk[j]
-            s.A[i, k] = acc
-            s.A[k, i] = acc
+        for k in range(m):
+            s.A[i, k] = 0.0
+    i = 0
+    while i < m:
+        i_end = _block_end(s, i, m)
+        k = i
+        while k < m:
+            k_end = _block_end(s, k, m)
+            lo_ik, hi_ik = max(s.row_lo[i], s.row_lo[k]), min(s.row_hi[i], s.row_hi[k])
+            if lo_ik < hi_ik:
+                for ii in range(i, i_end):
+                    if not s.diag[ii] > 0.0:
+                        continue
+                    Ji = s.Y[ii] if half else s.J[ii]
+                    # the DOFs where J_i (B_i) is nonzero (a contact's: its body's ancestors)
+                    a, b = lo_ik, hi_ik
+                    while a < b and Ji[a] == 0.0:
+                        a += 1
+                    while b > a and Ji[b - 1] == 0.0:
+                        b -= 1
+                    for kk in range(max(k, ii), k_end):
+                        if s.diag[kk] > 0.0:
+                            Yk = s.Y[kk]
+                            acc = 0.0
+                            for j in range(a, b):
+                                acc += Ji[j] * Yk[j]
+                            s.A[ii, kk] = acc
+                            s.A[kk, ii] = acc
+            k = k_end
+        i = i_end
+    for i in range(m):
         s.A[i, i] = s.diag[i] if s.diag[i] > 0.0 else 1.0
     status = solve_boxed_lcp(s.A, s.b, s.lo, s.hi, s.findex, m, s.x, s.w, lf, li,
                              pgs_iterations, pgs_tolerance, -1, warm)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from mbsim_ros.dynamics.lcp import (PGS, PGS_FAILED, SOLVED, cholesky_add, cholesky_remove, cholesky_solve,
-                                    lcp_residual, lcp_workspace_size, solve_boxed_lcp)
+                                    lcp_residual, lcp_workspace_size, nonzero_columns, solve_boxed_lcp)
 
 INF = np.inf
 
@@ -65,6 +65,55 @@ def test_random_positive_definite_problems(n):
         assert status == SOLVED
         assert lcp_residual(A, b, lo, hi, findex, n, x, w) < 1e-9
         assert_lcp_solution(A, b, lo, hi, findex, x, w, 1e-9)
+
+
+def banded_problem(rng, contacts, band):
+    """Contact-like rows in the order of a stack's: per contact a normal [0, inf) and two friction
+    rows (mu in hi, findex to the normal), coupled only to the contacts within `band` of it, so
+    that A is zero outside a band around its diagonal (B banded, A = B B^T + eps I)."""
+    n = 3 * contacts
+    B = rng.normal(size=(n, n))
+    i, j = np.indices((n, n))
+    B[np.abs(i // 3 - j // 3) > band] = 0.0
+    A = B @ B.T + 1e-3 * np.eye(n)
+    b = rng.normal(size=n) + np.where(i[:, 0] % 3 == 0, 2.0, 0.0)
+    normal = np.arange(n) % 3 == 0
+    lo = np.where(normal, 0.0, -INF)
+    hi = np.where(normal, INF, rng.uniform(0.2, 1.0, n))
+    findex = np.where(normal, -1, np.arange(n) - np.arange(n) % 3)
+    return A, b, lo, hi, findex
+
+
+def test_nonzero_columns_are_each_rows_first_and_last_nonzero():
+    rng = np.random.default_rng(3)
+    A, *_ = banded_problem(rng, 8, 1)
+    A[5, :] = 0.0
+    nz = np.full((2, 24), -1, np.int64)
+    nonzero_columns(A, 24, nz)
+    for row in range(24):
+        cols = np.flatnonzero(A[row])
+        assert (nz[0, row], nz[1, row]) == ((cols[0], cols[-1] + 1) if len(cols) else (0, 0))
+    assert nz[1, 0] < 24 and nz[0, 23] > 0          # banded: the rows do not span all columns
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_banded_friction_problems_solve_cold_and_from_a_warm_start(seed):
+    # the band (nonzero_columns) and the factor's profile (cholesky_add) skip the zeros; the
+    # result must meet the LCP conditions as a dense solve does, cold, warm, and by PGS
+    rng = np.random.default_rng(50 + seed)
+    A, b, lo, hi, findex = banded_problem(rng, 12, 1 + seed % 3)
+    status, x, w = solve(A, b, lo, hi, findex)
+    assert status == SOLVED
+    assert_lcp_solution(A, b, lo, hi, findex, x, w, 1e-9)
+    nz = np.zeros((2, len(b)), np.int64)
+    nonzero_columns(A, len(b), nz)
+    assert lcp_residual(A, b, lo, hi, findex, len(b), x, w, nz) == lcp_residual(A, b, lo, hi, findex, len(b), x, w)
+    warm_status, warm_x, warm_w = solve(A, b * (1 + 1e-9), lo, hi, findex, x0=x)   # the next step's
+    assert warm_status == SOLVED
+    assert_lcp_solution(A, b * (1 + 1e-9), lo, hi, findex, warm_x, warm_w, 1e-9)
+    pgs_status, pgs_x, pgs_w = solve(A, b, lo, hi, findex, iterations=20000, tolerance=1e-10, max_pivots=0)
+    assert pgs_status == PGS
+    assert_lcp_solution(A, b, lo, hi, findex, pgs_x, pgs_w, 1e-5)
 
 
 def brute_force_solutions(A, b, lo, hi, tol=1e-9):
@@ -406,32 +455,49 @@ def test_residual_sees_each_violation():
     assert lcp_residual(A, b, lo, hi, findex, 2, np.array([np.nan, 0.0]), w) == np.inf
 
 
-def test_cholesky_updates_match_a_fresh_factor():
-    rng = np.random.default_rng(5)
-    n = 9
+def _banded_spd(rng, n, band):
+    """A symmetric positive definite matrix zero outside |i - j| <= band (band n: dense)."""
     B = rng.normal(size=(n, n))
     A = B @ B.T + 0.1 * np.eye(n)
-    L = np.zeros((n, n))
+    i, j = np.indices((n, n))
+    A[np.abs(i - j) > band] = 0.0
+    return A + n * np.eye(n)      # still definite after the cut
+
+
+@pytest.mark.parametrize("band", [9, 2])
+def test_cholesky_updates_match_a_fresh_factor(band):
+    # band 2: rows whose A_CC row starts late, so the factor's profile (first) is what skips
+    # work; a removal in the middle shifts the profiles of the rows after it
+    rng = np.random.default_rng(5)
+    n = 9
+    A = _banded_spd(rng, n, band)
+    L = np.full((n, n), np.nan)           # entries outside the profile must never be read
     clamped = np.zeros(n, np.int64)
-    rows = [4, 0, 7, 2, 8, 5]
+    first = np.zeros(n, np.int64)
+    rows = [0, 2, 4, 5, 7, 8] if band == 2 else [4, 0, 7, 2, 8, 5]
     for nc, j in enumerate(rows):
-        assert cholesky_add(L, A, clamped, nc, j)
+        assert cholesky_add(L, A, clamped, first, nc, j)
     v = np.zeros(n)
     for position in (2, 0, 3):               # middle, first, last
         nc = len(rows)
-        cholesky_remove(L, clamped, nc, position, v)
+        cholesky_remove(L, clamped, first, nc, position, v)
         del rows[position]
         nc -= 1
         assert list(clamped[:nc]) == rows
         Acc = A[np.ix_(rows, rows)]
-        np.testing.assert_allclose(np.tril(L[:nc, :nc]), np.linalg.cholesky(Acc), atol=1e-12)
+        profile = (np.arange(nc)[None, :] >= first[:nc, None]) & (np.tri(nc) > 0)
+        expected = np.linalg.cholesky(Acc)
+        np.testing.assert_allclose(np.where(profile, L[:nc, :nc], 0.0), expected, atol=1e-12)
+        assert np.all(expected[~profile] == 0.0)        # the profile holds every nonzero
         rhs = rng.normal(size=nc)
         v[:nc] = rhs
-        cholesky_solve(L, nc, v)
+        cholesky_solve(L, first, nc, v)
         np.testing.assert_allclose(v[:nc], np.linalg.solve(Acc, rhs), atol=1e-10)
+    if band == 2:
+        assert first[1] > 0                   # the skip was exercised
     singular = np.ones((2, 2))
-    L2, c2 = np.zeros((2, 2)), np.zeros(2, np.int64)
-    assert cholesky_add(L2, singular, c2, 0, 0)
-    assert not cholesky_add(L2, singular, c2, 1, 1)     # the second of two equal rows
+    L2, c2, f2 = np.zeros((2, 2)), np.zeros(2, np.int64), np.zeros(2, np.int64)
+    assert cholesky_add(L2, singular, c2, f2, 0, 0)
+    assert not cholesky_add(L2, singular, c2, f2, 1, 1)     # the second of two equal rows
     nearly = np.array([[1.0, 1.0], [1.0, 1.0 + 1e-14]])
-    assert not cholesky_add(L2, nearly, c2, 1, 1)       # a pivot of 1e-14 A_jj counts as singular
+    assert not cholesky_add(L2, nearly, c2, f2, 1, 1)       # a pivot of 1e-14 A_jj counts as singular
