@@ -36,7 +36,7 @@ import numpy as np
 
 from ..model import ModelError
 from . import kernels
-from .kernels import aba_solve, copy_into, crba, inline, internal, kernel, world_poses
+from .kernels import aba_solve, copy_into, crba, inline, internal, kernel, rnea, world_poses
 from .gauss_seidel import gauss_seidel, row_range, tree_ranges
 from .lcp import lcp_workspace_size, solve_boxed_lcp
 from .views import array_view
@@ -849,10 +849,36 @@ def remember_rows(s, c, ncontact, m):
 
 
 @internal
+def free_motion_by_factor(t, d, r, v, dt, poses):
+    """v += dt qdd with qdd = H^-1 (tau - C(q, v)) from the factor of H (CRBA, then _factor_tree,
+    in d.M, as apply_impulses needs it; its implicit spring/damper terms as ABA's) and C by RNEA
+    at qdd = 0: for a step whose LCP will need that factor (contacts, or more limit rows than
+    aba_solve takes), where ABA would do the work of the factor a second time. The caller then
+    tells apply_impulses that H is factored. poses: as apply_impulses'."""
+    nv = v.shape[0]
+    H = d.M
+    if not poses:
+        world_poses(t, d)
+    crba(t, d, H)
+    for j in range(nv):   # the implicit spring/damper terms (crba has the armature)
+        H[j, j] += d.diag[j] - t.armature[j]
+    _factor_tree(r, H)
+    for j in range(nv):
+        d.qdd[j] = 0.0
+    rnea(t, d, d.qdd, d.a_step)
+    for j in range(nv):
+        d.qdd[j] = d.tau_total[j] - d.a_step[j]
+    _solve_tree(r, H, d.qdd)
+    for j in range(nv):
+        v[j] += dt * d.qdd[j]
+
+
+@internal
 def apply_impulses(t, d, r, s, v, m, ncontact, cfm, dt, pgs_iterations, pgs_tolerance, iterative_rows,
-                   iterative_sweeps, iterative_tolerance, lf, li, poses):
+                   iterative_sweeps, iterative_tolerance, lf, li, poses, factored):
     """Solve the LCP of rows 0..m-1 and add the impulse response to v (v* -> v+). poses: the
     world body poses (Data.Rw, pw) are up to date (else computed here when CRBA needs them).
+    factored: d.M already holds H's factor (free_motion_by_factor made v*).
 
     Up to ABA_SOLVE_ROWS rows and no contact (joint limits, locks, a drive: a step of a robot
     that nears a limit), H^-1 J^T comes row by row from the articulated inertias the step's ABA
@@ -872,8 +898,8 @@ def apply_impulses(t, d, r, s, v, m, ncontact, cfm, dt, pgs_iterations, pgs_tole
     nv = v.shape[0]
     H = d.M
     dense = nv > 0 and r.dof_parent[0] == DENSE_ROOT
-    by_aba = not dense and ncontact == 0 and m <= ABA_SOLVE_ROWS
-    if not by_aba:
+    by_aba = not dense and not factored and ncontact == 0 and m <= ABA_SOLVE_ROWS
+    if not by_aba and not factored:
         if not poses:
             world_poses(t, d)
         if dense:

@@ -23,10 +23,10 @@ from numba import prange
 
 from .collision.collide import collide
 from .collision.layout import carve_contacts, carve_geoms
-from .constraints import (CONTACT_LCP, CONTACT_NONE, CONTACT_PENALTY, DENSE_ROOT, STAT_NCON, STAT_NPREV,
+from .constraints import (ABA_SOLVE_ROWS, CONTACT_LCP, CONTACT_NONE, CONTACT_PENALTY, DENSE_ROOT, STAT_NCON, STAT_NPREV,
                           STAT_ROWS,
                           Options,
-                          apply_impulses, contact_rows, joint_rows, loop_rows, penalty_forces,
+                          apply_impulses, contact_rows, free_motion_by_factor, joint_rows, loop_rows, penalty_forces,
                           remember_rows, select_contacts, warm_start_rows, carve_rules, carve_solver)
 from .forces import H_N, H_NDRIVE, H_NSTOP, apply_forces, carve_forces, drive_rows, forces_or_none, stop_rows
 from .kernels import (FREE, passive_implicit, quat_to_R, restore_if_nonfinite, aba, batch_kernel, body_frame_kinematics,
@@ -175,6 +175,7 @@ def step_semi_implicit_euler(tree, data, geoms, contacts, rules, solver, forces,
         ncon, poses = _contacts_and_applied(t, d, g, c, s, r, opt, fe, forces, penalty, loops, q, v, tau, time)
         passive_implicit(t, d, q, v, s.tau_applied, dt, opt.friction_velocity)
         dense = nv > 0 and r.dof_parent[0] == DENSE_ROOT
+        factored = False
         if dense:
             # a singular mass matrix (massless bodies the constraints determine): no ABA; the
             # force f = tau - C(q, v) waits in qdd for apply_impulses, which solves the free
@@ -185,9 +186,16 @@ def step_semi_implicit_euler(tree, data, geoms, contacts, rules, solver, forces,
             for j in range(nv):
                 d.qdd[j] = d.tau_total[j] - d.a_step[j]
         else:
-            aba(t, d, d.tau_total, d.diag, d.qdd)
-            for j in range(nv):
-                v[j] += dt * d.qdd[j]
+            # the LCP will need H's factor when there are contacts or more limit rows than
+            # aba_solve takes (the last step's count): then the free motion comes from it too
+            factored = ((int(opt.contact_method) == CONTACT_LCP and ncon > 0)
+                        or s.stats[STAT_ROWS] > ABA_SOLVE_ROWS)
+            if factored:
+                free_motion_by_factor(t, d, r, v, dt, poses)
+            else:
+                aba(t, d, d.tau_total, d.diag, d.qdd)
+                for j in range(nv):
+                    v[j] += dt * d.qdd[j]
         ncontact = 0
         m = 0
         if int(opt.contact_method) == CONTACT_LCP and ncon > 0:
@@ -214,7 +222,7 @@ def step_semi_implicit_euler(tree, data, geoms, contacts, rules, solver, forces,
                 s.x[i] = s.loop_x[i - loop0]
             apply_impulses(t, d, r, s, v, m, ncontact, opt.cfm, dt, int(opt.pgs_iterations),
                            opt.pgs_tolerance, int(opt.iterative_rows), int(opt.iterative_sweeps),
-                           opt.iterative_tolerance, lf, li, poses)
+                           opt.iterative_tolerance, lf, li, poses, factored)
             remember_rows(s, c, ncontact, m)
             for i in range(loop0, m):
                 s.loop_x[i - loop0] = s.x[i]

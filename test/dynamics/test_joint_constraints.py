@@ -164,3 +164,36 @@ def test_openhrp_closed_link_samples_stay_closed_over_ten_seconds_of_motion(name
             worst = max(worst, loop_error(sim, lc))
     assert travel > 5.0                    # radians: it really moved
     assert worst < 1e-4
+
+
+def test_the_free_motion_through_the_mass_matrix_factor_equals_abas():
+    # The step takes v* = v + dt H^-1 (tau - C) from H's factor when its LCP will need that
+    # factor (contacts, or the last step had more limit rows than aba_solve takes), else from
+    # ABA. Both are exact: equal to rounding (1e-12 of the largest velocity change: about 35
+    # DOFs' worth of float64 rounding through two different factorizations). SR1 in the air,
+    # random velocities and torques, joint damping and armature on every joint DOF.
+    from mbsim_ros.dynamics.constraints import STAT_ROWS
+    model = mb.load_model(str(shared_model("urdf", "SR1.urdf")), floating_base=True)
+    for joint in model.joints:
+        if joint.type in ("revolute", "prismatic"):
+            joint.damping = np.full(1, 2.0)
+            joint.rotor_inertia = np.full(1, 0.01)
+    rng = np.random.default_rng(3)
+    v0, tau0 = rng.standard_normal(model.nv) * 0.5, rng.standard_normal(model.nv)
+    change = {}
+    for path, rows_before in (("aba", 0), ("factor", 10)):
+        sim = mb.Simulation(model, dt=1e-3, contact="none")
+        for joint in model.joints:         # mid-range: no limit reached, no LCP
+            if joint.nq == 1 and joint.lower is not None and joint.upper is not None:
+                sim.q[joint.q_index] = 0.5 * (float(np.ravel(joint.lower)[0]) + float(np.ravel(joint.upper)[0]))
+        sim.v[:] = v0
+        sim.tau[:] = tau0
+        sim.constraints.solver.stats[STAT_ROWS] = rows_before     # as if the last step had them
+        sim.step()
+        assert sim.stats()["rows"] == 0                   # no limit reached: no LCP
+        # H's factor is in Data.M when (and only when) the free motion came from it
+        assert np.any(sim._data.M != 0.0) == (path == "factor")
+        change[path] = sim.v - v0
+    scale = np.abs(change["aba"]).max()
+    assert scale > 1e-3
+    assert np.abs(change["factor"] - change["aba"]).max() <= 1e-12 * scale
