@@ -855,22 +855,35 @@ def free_motion_by_factor(t, d, r, v, dt, poses):
     at qdd = 0: for a step whose LCP will need that factor (contacts, or more limit rows than
     aba_solve takes), where ABA would do the work of the factor a second time. The caller then
     tells apply_impulses that H is factored. poses: as apply_impulses'."""
-    nv = v.shape[0]
     H = d.M
+    mass_matrix_as_aba(t, d, H, poses)
+    _factor_tree(r, H)
+    free_force(t, d)
+    _solve_tree(r, H, d.qdd)
+    for j in range(v.shape[0]):
+        v[j] += dt * d.qdd[j]
+
+
+@internal
+def mass_matrix_as_aba(t, d, H, poses):
+    """H by CRBA with the implicit spring/damper terms the step's ABA uses (crba has the
+    armature); poses: as apply_impulses'."""
     if not poses:
         world_poses(t, d)
     crba(t, d, H)
-    for j in range(nv):   # the implicit spring/damper terms (crba has the armature)
+    for j in range(H.shape[0]):
         H[j, j] += d.diag[j] - t.armature[j]
-    _factor_tree(r, H)
+
+
+@internal
+def free_force(t, d):
+    """d.qdd <- tau - C(q, v): the applied forces less RNEA's at zero acceleration."""
+    nv = d.qdd.shape[0]
     for j in range(nv):
         d.qdd[j] = 0.0
     rnea(t, d, d.qdd, d.a_step)
     for j in range(nv):
         d.qdd[j] = d.tau_total[j] - d.a_step[j]
-    _solve_tree(r, H, d.qdd)
-    for j in range(nv):
-        v[j] += dt * d.qdd[j]
 
 
 @internal
@@ -900,13 +913,9 @@ def apply_impulses(t, d, r, s, v, m, ncontact, cfm, dt, pgs_iterations, pgs_tole
     dense = nv > 0 and r.dof_parent[0] == DENSE_ROOT
     by_aba = not dense and not factored and ncontact == 0 and m <= ABA_SOLVE_ROWS
     if not by_aba and not factored:
-        if not poses:
-            world_poses(t, d)
         if dense:
             H[:, :] = 0.0     # crba writes the tree's entries only; the dense factor filled the rest
-        crba(t, d, H)
-        for j in range(nv):   # the implicit spring/damper terms ABA used (crba has the armature)
-            H[j, j] += d.diag[j] - t.armature[j]
+        mass_matrix_as_aba(t, d, H, poses)
         if dense:
             rho = 0.0
             for j in range(nv):

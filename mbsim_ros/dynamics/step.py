@@ -26,7 +26,7 @@ from .collision.layout import carve_contacts, carve_geoms
 from .constraints import (ABA_SOLVE_ROWS, CONTACT_LCP, CONTACT_NONE, CONTACT_PENALTY, DENSE_ROOT, STAT_NCON, STAT_NPREV,
                           STAT_ROWS,
                           Options,
-                          apply_impulses, contact_rows, free_motion_by_factor, joint_rows, loop_rows, penalty_forces,
+                          apply_impulses, contact_rows, free_force, free_motion_by_factor, joint_rows, loop_rows, penalty_forces,
                           remember_rows, select_contacts, warm_start_rows, carve_rules, carve_solver)
 from .forces import H_N, H_NDRIVE, H_NSTOP, apply_forces, carve_forces, drive_rows, forces_or_none, stop_rows
 from .kernels import (FREE, passive_implicit, quat_to_R, restore_if_nonfinite, aba, batch_kernel, body_frame_kinematics,
@@ -180,11 +180,7 @@ def step_semi_implicit_euler(tree, data, geoms, contacts, rules, solver, forces,
             # a singular mass matrix (massless bodies the constraints determine): no ABA; the
             # force f = tau - C(q, v) waits in qdd for apply_impulses, which solves the free
             # motion with the constraint rows (the rows see v at the step's start)
-            for j in range(nv):
-                d.qdd[j] = 0.0
-            rnea(t, d, d.qdd, d.a_step)
-            for j in range(nv):
-                d.qdd[j] = d.tau_total[j] - d.a_step[j]
+            free_force(t, d)
         else:
             # the LCP will need H's factor when there are contacts or more limit rows than
             # aba_solve takes (the last step's count): then the free motion comes from it too
