@@ -9,6 +9,10 @@ through this function's numpy form (slicing and reshape, which raise on a size t
 fit): the owners of the buffers assert that their carve uses exactly the buffer's length, and
 test/dynamics/test_layouts.py checks each field's offset and length. buf is a 1-D C-contiguous
 array; shape an integer or a tuple of integers.
+
+addresses_of(buffers) / array_at(addresses, k, dtype): many arrays passed to a kernel as one
+int64 array of (address, length) pairs and rebuilt inside it (the step kernels' `world`): a
+call from Python unpacks one array instead of each.
 """
 import numpy as np
 from numba.core import cgutils, types
