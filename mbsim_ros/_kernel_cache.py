@@ -82,7 +82,7 @@ def kernel(python=True, **options):
 
     def decorate(fn):
         if python:
-            dispatcher = njit(cache=True, nogil=True, _nrt=False, **options)(fn)
+            dispatcher = njit(cache=True, nogil=True, _nrt=False, pipeline_class=_entry_compiler(), **options)(fn)
             dispatcher.__class__ = _kernel_class(type(dispatcher), True)
         else:
             dispatcher = njit(cache=True, nogil=True, _nrt=False, no_cpython_wrapper=True,
@@ -138,6 +138,75 @@ def _ir_only_compiler():
 
     _ir_only.append(IROnlyCompiler)
     return IROnlyCompiler
+
+
+_entry = []
+
+
+def _entry_compiler():
+    """numba's compiler for kernels with a Python entry: before LLVM optimizes the kernel's
+    module (its own functions and every kernel it calls, linked in), the linked-in functions
+    lose the arguments they never read. numba passes a carved namedtuple as its arrays' fields
+    one by one, ~700 scalars for a Tree and a Data, most unread (a view's reference-count
+    pointers, its item size...): without this, each call of aba, integrate or collide in the step
+    stored hundreds of them on the stack (the step with limits off 10.6 -> 9.0 us, ABA's kernel
+    9.2 -> 7.7 us; the cold compile did not grow: bench/README.md).
+
+    LLVM removes arguments only from functions no other module can see, so the linked-in
+    functions become internal for the pass (_drop_dead_arguments), then get a name of this
+    module's own (one definition per name across the execution engine's modules) and their
+    linkonce_odr linkage back (internal ones would change what LLVM inlines, and the compile
+    grew by a fifth). The kernel's own functions keep their names: numba finds its entry and
+    wrappers by them."""
+    if _entry:
+        return _entry[0]
+    from numba.core.codegen import JITCodeLibrary
+    from numba.core.compiler import Compiler
+
+    class EntryCodeLibrary(JITCodeLibrary):
+        def __init__(self, codegen, name):
+            super().__init__(codegen, name)
+            self._own_functions = set()
+
+        def add_llvm_module(self, ll_module):
+            self._own_functions.update(f.name for f in ll_module.functions if not f.is_declaration)
+            super().add_llvm_module(ll_module)
+
+        def _optimize_final_module(self):
+            _drop_dead_arguments(self._final_module, self._own_functions, self._codegen._tm)
+            super()._optimize_final_module()
+
+    class EntryCompiler(Compiler):
+        def compile_extra(self, func):
+            if self.state.library is None:
+                self.state.library = EntryCodeLibrary(self.state.targetctx.codegen(), func.__qualname__)
+                self.state.library.enable_object_caching()
+            return super().compile_extra(func)
+
+    _entry.append(EntryCompiler)
+    return EntryCompiler
+
+
+def _drop_dead_arguments(module, own, target_machine):
+    """LLVM's dead argument elimination over the functions of `module` not named in `own`,
+    which are then renamed after own (the same kernel compiles to the same names) and linked
+    linkonce_odr."""
+    from llvmlite import binding as ll
+    linked = set()
+    for f in module.functions:
+        if not f.is_declaration and f.name not in own and f.linkage != ll.Linkage.internal:
+            f.linkage = ll.Linkage.internal
+            linked.add(f.name)
+    if not linked:
+        return
+    passes = ll.create_new_module_pass_manager()
+    passes.add_dead_arg_elimination_pass()
+    passes.run(module, ll.create_pass_builder(target_machine, ll.create_pipeline_tuning_options(speed_level=0)))
+    suffix = "." + hashlib.sha1("\n".join(sorted(own)).encode()).hexdigest()[:16]
+    for f in module.functions:       # by name: the pass replaced each function it changed
+        if f.name in linked:
+            f.name = f.name + suffix
+            f.linkage = ll.Linkage.linkonce_odr
 
 
 _kernel_classes = {}

@@ -140,3 +140,33 @@ def test_a_kernel_only_kernel_makes_no_machine_code_and_callers_link_it_from_the
     assert compiled["value"] == 0.0 and compiled["twice_hits"] == 0 and compiled["twice_text"] == 0
     loaded = run("last")
     assert loaded["value"] == 5.0 and loaded["twice_hits"] == 1
+
+
+def test_an_entry_kernels_linked_in_functions_lose_their_unread_arguments_and_get_a_name_of_its_own():
+    """_drop_dead_arguments on a module like an entry kernel's after linking: the linked-in
+    callee drops the argument it never reads and is renamed after the kernel's own functions
+    (linkonce_odr again); the kernel's own function keeps its name, linkage and arguments."""
+    from llvmlite import binding as ll
+
+    from mbsim_ros._kernel_cache import _drop_dead_arguments
+
+    ll.initialize_native_target()
+    ll.initialize_native_asmprinter()
+    module = ll.parse_assembly("""
+        define linkonce_odr i64 @callee(i64 %used, i64 %unread) noinline {
+          ret i64 %used
+        }
+        define i64 @entry(i64 %a, i64 %b) {
+          %x = call i64 @callee(i64 %a, i64 %b)
+          ret i64 %x
+        }
+    """)
+    tm = ll.Target.from_default_triple().create_target_machine()
+    _drop_dead_arguments(module, {"entry"}, tm)
+    module.verify()
+    functions = {f.name: f for f in module.functions}
+    entry = functions.pop("entry")
+    assert len(list(entry.arguments)) == 2 and entry.linkage == ll.Linkage.external
+    [(name, callee)] = functions.items()
+    assert name.startswith("callee.") and callee.linkage == ll.Linkage.linkonce_odr
+    assert len(list(callee.arguments)) == 1

@@ -10,7 +10,7 @@ from ..model import SimulationError
 from . import kernels
 from .constraints import CONTACT_PENALTY, STAT_NCON, STAT_ROWS
 from .physics import POSES_ONLY, Physics, StateArray
-from .step import step_batch_rk4, step_batch_semi_implicit_euler
+from .step import step_batch_rk4, step_batch_semi_implicit_euler, world_addresses
 
 BATCH_INTEGRATORS = {"semi-implicit-euler": step_batch_semi_implicit_euler, "rk4": step_batch_rk4}
 
@@ -96,6 +96,12 @@ class BatchSimulation:
         self._inputs = _slice_in(f.ef, f.forces.inputs[:len(f.input_names)])
         self._ncon = _slice_in(k.si, k.solver.stats[STAT_NCON:STAT_NCON + 1]).start
         self._nrows = _slice_in(k.si, k.solver.stats[STAT_ROWS:STAT_ROWS + 1]).start
+        # each world's buffers by address (step.world_addresses): the model's shared ones, its own rows
+        self._worlds = np.stack([world_addresses(c.buffers, self._df[w], p.geoms.buffers,
+                                                 tuple(x[w] for x in self._contact_buffers), k.rule_buffers,
+                                                 tuple(x[w] for x in self._solver_buffers), p._options,
+                                                 self._q[w], self._v[w], self._tau[w])
+                                 for w in range(n)])
         self._steps = np.zeros(n, dtype=np.int64)
         self._done, self._bad = np.zeros(n, dtype=np.int64), np.full(n, -1, dtype=np.int64)
         self._stats = self._si[:, _slice_in(k.si, k.solver.stats)]
@@ -193,9 +199,7 @@ class BatchSimulation:
         p.compiled.tree.gravity[:] = p.models[0].gravity
         c, k = p.compiled, p.constraints
         np.multiply(self._steps, self.dt, out=self._t0)
-        self._kernel(c.buffers, self._df, p.geoms.buffers, self._contact_buffers, k.rule_buffers, self._solver_buffers,
-                     self._force_buffers if p.forces.n else None, p._options, self._q, self._v, self._tau,
-                     self._t0, self.dt, int(n), True if k.nloop else None,
+        self._kernel(self._worlds, self._force_buffers if p.forces.n else None, self._t0, self.dt, int(n), True if k.nloop else None,
                      True if p._options[0] == CONTACT_PENALTY else None, self._done, self._bad)
         self._steps += self._done
         failed = np.nonzero(self._bad >= 0)[0]

@@ -20,7 +20,7 @@ from .constraints import (CONTACT_LCP, CONTACT_PENALTY, OPTIONS_DEFAULTS, STAT_D
                           STAT_FALLBACKS, STAT_GS_SWEEPS, STAT_GS_UNCONVERGED, STAT_NCON, STAT_ROWS, STAT_STATUS, ConstraintSet,
                           options_array)
 from .forces import H_ENABLED, ForceSet
-from .step import applied_forces_kernel, step_rk4, step_semi_implicit_euler
+from .step import applied_forces_kernel, step_rk4, step_semi_implicit_euler, world_addresses
 
 ASSEMBLY_NOTE = 1e-6      # a coordinate the initial assembly moves further than this is named in a note
 INTEGRATORS = {"semi-implicit-euler": step_semi_implicit_euler, "rk4": step_rk4}
@@ -133,9 +133,7 @@ class Physics:
             raise ValueError(f"poses: expected one pose (or None) per model, {len(models)}, got {len(poses)}")
         placements = [_placement(p, m) for p, m in zip(poses, models)]
         self._install(models, entities, WorldNames(zip(entities, models)), placements)
-        self._q = np.zeros(self.compiled.nq)
-        self._v = np.zeros(self.compiled.nv)
-        self._tau = np.zeros(self.compiled.nv)
+        self._adopt_state(np.zeros(self.compiled.nq), np.zeros(self.compiled.nv), np.zeros(self.compiled.nv))
         self._failures_reported = 0
         self.reset()
         self._warm = False
@@ -179,16 +177,24 @@ class Physics:
         self._contact_buffers = (cf, ci)      # the step kernel's `contacts` bundle
         self._af_df, _ = compiled.new_data()
         self._view_df, self._view_data = compiled.new_data()
-        # the step kernel's arguments that stay with this world (the state arrays do not: _rebuild
-        # replaces them), and its call past the dispatcher: their types are this world's
+        # the step kernel's arguments that stay with this world: its buffers (by address with the
+        # state arrays, once they exist: _adopt_state), the force elements and the flags; and its
+        # call past the dispatcher: their types are this world's
         self._step_call = DirectCall(self._step_kernel)
         self._step_buffers = (compiled.buffers, self._df, geoms.buffers, self._contact_buffers,
-                              constraints.rule_buffers, constraints.solver_buffers, self._kernel_forces(),
-                              self._options)
-        self._solver_stats = constraints.solver.stats
-        self._step_flags = (True if constraints.nloop else None,
-                            True if self._options[0] == CONTACT_PENALTY else None)
+                              constraints.rule_buffers, constraints.solver_buffers, self._options)
+        self._world = None
+        self._step_forces = self._kernel_forces()
+        self._step_loops = True if constraints.nloop else None
+        self._step_penalty = True if self._options[0] == CONTACT_PENALTY else None
+        self._gravity = models[0].gravity       # the model's own array for good (Model.gravity)
         self._assemble()
+
+    def _adopt_state(self, q, v, tau):
+        """Make q, v, tau the state arrays, and the step kernel's `world` the addresses of the
+        buffers and of these arrays (kept alive here, in _step_buffers and _q, _v, _tau)."""
+        self._q, self._v, self._tau = q, v, tau
+        self._world = world_addresses(*self._step_buffers, q, v, tau)
 
     def _assemble(self):
         """The initial q moved least onto the loop closures (assembly.py), as OpenSim and Chrono
@@ -393,7 +399,7 @@ class Physics:
             if e in old:
                 qs, vs = self.model_slices(e)
                 q[qs], v[vs], tau[vs] = old[e]
-        self._q, self._v, self._tau = q, v, tau
+        self._adopt_state(q, v, tau)
         self._rebuilt_at = self._steps
         self.forces.adopt(old_forces, [(k, old_entities.index(e)) for k, e in enumerate(entities)
                                        if e in old_entities])
@@ -605,12 +611,12 @@ class Physics:
     def step(self, n: int = 1):
         """Advance n steps of dt. Raises SimulationError (state left at the last finite step)
         if a coordinate becomes NaN or infinite."""
-        done, bad = self._step_call.call(*self._step_buffers, self._q, self._v, self._tau, self._steps * self.dt,
-                                         self.dt, int(n), *self._step_flags, self.models[0].gravity)
+        done, bad, failures = self._step_call.call(self._world, self._step_forces, self._steps * self.dt, self.dt,
+                                                   int(n), self._step_loops, self._step_penalty, self._gravity)
         self._steps += done
         if bad >= 0:
             raise SimulationError(blow_up_message(self.compiled.joint_of_v[bad], self.t, self.dt))
-        if self._failures_reported == 0 and self._solver_stats[STAT_FAILURES] > 0:
+        if failures and not self._failures_reported:
             self._failures_reported = 1
             warnings.warn(solver_failure_message(self.models[0].name, self.t), RuntimeWarning, stacklevel=2)
 

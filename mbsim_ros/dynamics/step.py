@@ -8,8 +8,12 @@ stops, loops, motors, couplers), v+ = v* + M^-1 J^T x, then positions with v+. R
 smooth forces only: penalty contact, force elements, no constraint rows. The step kernels take
 the simulation time t0 of their first step: time functions (loads, motors) read it.
 
-The entry points take the world's buffers as a few bundles, plain tuples of arrays that their
-owners build once (a namedtuple argument would put numba's dispatcher on its slow path):
+The entry points take the world's buffers and its state arrays q, v, tau as one int64 array,
+`world` (world_addresses: each array's address and length), and rebuild from it the bundles
+below, plain tuples of arrays. A call from Python unpacks each array argument it is given (~45 ns
+an array: 0.8 us of a 12 us step of a 35-DOF humanoid as separate arrays); the addresses are
+valid while the arrays live, and whoever builds `world` keeps them (Physics, BatchSimulation).
+The bundles:
   tree      (tf, ti)             Compiled.buffers: the compiled tree (kernels.carve_tree)
   data      df                   the Data workspace (kernels.carve_data)
   geoms     (gf, gi)             GeomSet.buffers (collision/layout.carve_geoms)
@@ -19,12 +23,13 @@ owners build once (a namedtuple argument would put numba's dispatcher on its slo
   forces    (ef, ei) or None     ForceSet.buffers; None: a world without force elements
   options   optf                 the solver options (constraints.Options)
 """
+import numpy as np
 from numba import prange
 
 from .collision.collide import collide
 from .collision.layout import carve_contacts, carve_geoms
-from .constraints import (ABA_SOLVE_ROWS, CONTACT_LCP, CONTACT_NONE, CONTACT_PENALTY, DENSE_ROOT, STAT_NCON, STAT_NPREV,
-                          STAT_ROWS,
+from .constraints import (ABA_SOLVE_ROWS, CONTACT_LCP, CONTACT_NONE, CONTACT_PENALTY, DENSE_ROOT, STAT_FAILURES,
+                          STAT_NCON, STAT_NPREV, STAT_ROWS,
                           Options,
                           apply_impulses, contact_rows, free_force, free_motion_by_factor, joint_rows, loop_rows, penalty_forces,
                           remember_rows, select_contacts, warm_start_rows, carve_rules, carve_solver)
@@ -32,6 +37,7 @@ from .forces import H_N, H_NDRIVE, H_NSTOP, apply_forces, carve_forces, drive_ro
 from .kernels import (FREE, passive_implicit, quat_to_R, restore_if_nonfinite, aba, batch_kernel, body_frame_kinematics,
                       carve_data, carve_tree, copy_into, inline, integrate, internal, kernel, link_poses, rnea,
                       velocity_kinematics)
+from .views import addresses_of, array_at
 
 
 @internal
@@ -126,6 +132,28 @@ def _explicit_accel(t, d, g, c, s, r, opt, fe, penalty, q, v, tau, time, qdd):
     aba(t, d, d.tau_total, d.diag, qdd)
 
 
+def world_addresses(tree, data, geoms, contacts, rules, solver, options, q, v, tau):
+    """The step kernels' `world` argument: the bundles' buffers and the state arrays by address
+    (views.addresses_of), in _world_at's order. The caller keeps them alive while it uses it."""
+    return addresses_of((*tree, data, *geoms, *contacts, *rules, *solver, options, q, v, tau))
+
+
+@inline
+def _world_at(world):
+    """The bundles (tree, data, geoms, contacts, rules, solver, options) and q, v, tau of
+    world_addresses."""
+    f, i = np.float64, np.int64
+    tree = (array_at(world, 0, f), array_at(world, 1, i))
+    data = array_at(world, 2, f)
+    geoms = (array_at(world, 3, f), array_at(world, 4, i))
+    contacts = (array_at(world, 5, f), array_at(world, 6, i))
+    rules = (array_at(world, 7, f), array_at(world, 8, i), array_at(world, 9, i))
+    solver = (array_at(world, 10, f), array_at(world, 11, i), array_at(world, 12, f), array_at(world, 13, i))
+    options = array_at(world, 14, f)
+    return tree, data, geoms, contacts, rules, solver, options, array_at(world, 15, f), array_at(world, 16, f), \
+        array_at(world, 17, f)
+
+
 @inline
 def _carve_world(tree, data, geoms, contacts, rules, solver, forces, options):
     """The named views of the bundles (the module docstring lists them)."""
@@ -149,9 +177,9 @@ def _carve_world(tree, data, geoms, contacts, rules, solver, forces, options):
 
 # ------------------------------------------------------------ entry points from Python ---
 @kernel
-def step_semi_implicit_euler(tree, data, geoms, contacts, rules, solver, forces, options,
-                             q, v, tau, t0, dt, nsteps, loops, penalty, gravity):
-    """Returns (steps done, first non-finite DOF or -1); on a blow-up the state before the
+def step_semi_implicit_euler(world, forces, t0, dt, nsteps, loops, penalty, gravity):
+    """Returns (steps done, first non-finite DOF or -1, the solver's failures so far: the
+    stats' STAT_FAILURES, which Python then need not read); on a blow-up the state before the
     failing step is restored. loops None: the world has no loop closures, and the kernel
     compiles without their rows (numba prunes the branch); forces None likewise compiles it
     without force elements, penalty None without penalty contact. gravity (3,): copied into the
@@ -160,6 +188,7 @@ def step_semi_implicit_euler(tree, data, geoms, contacts, rules, solver, forces,
     kernel of its own that this one calls: numba optimizes and generates the machine code of
     everything a kernel calls once more for each kernel level above it, and the step calls
     nearly all of the code."""
+    tree, data, geoms, contacts, rules, solver, options, q, v, tau = _world_at(world)
     t, d, g, c, r, s, opt, fe = _carve_world(tree, data, geoms, contacts, rules, solver, forces, options)
     if gravity is not None:
         for a in range(3):
@@ -231,16 +260,16 @@ def step_semi_implicit_euler(tree, data, geoms, contacts, rules, solver, forces,
         _free_joints_translate_straight(t, d, q, v, dt)
         bad = restore_if_nonfinite(t, d, q, v)
         if bad >= 0:
-            return step, bad
-    return nsteps, -1
+            return step, bad, s.stats[STAT_FAILURES]
+    return nsteps, -1, s.stats[STAT_FAILURES]
 
 
 @kernel
-def step_rk4(tree, data, geoms, contacts, rules, solver, forces, options, q, v, tau, t0, dt, nsteps,
-             loops, penalty, gravity):
+def step_rk4(world, forces, t0, dt, nsteps, loops, penalty, gravity):
     """Classical RK4 with stage positions q (+) c dt v_k on the manifold (as MuJoCo's RK4);
-    passive and penalty contact forces explicit. Returns (steps done, first non-finite DOF or -1).
+    passive and penalty contact forces explicit. Returns what step_semi_implicit_euler returns.
     loops, penalty: as step_semi_implicit_euler's (RK4 takes no loop closures)."""
+    tree, data, geoms, contacts, rules, solver, options, q, v, tau = _world_at(world)
     t, d, g, c, r, s, opt, fe = _carve_world(tree, data, geoms, contacts, rules, solver, forces, options)
     if gravity is not None:
         for a in range(3):
@@ -274,8 +303,8 @@ def step_rk4(tree, data, geoms, contacts, rules, solver, forces, options, q, v, 
             d.a_step[j] = d.a_sum[j]
         bad = restore_if_nonfinite(t, d, q, v)
         if bad >= 0:
-            return step, bad
-    return nsteps, -1
+            return step, bad, s.stats[STAT_FAILURES]
+    return nsteps, -1, s.stats[STAT_FAILURES]
 
 
 @kernel
@@ -302,45 +331,34 @@ def applied_forces_kernel(tree, data, forces, q, v, time, zero, tau):
 
 
 # ---------------------------------------------- many worlds of one model in one call ---
-# The per-world bundles (data, contacts, solver, forces, q, v, tau) have a leading world axis;
-# world w's rows go to the one-world step kernel, so that a batch computes exactly what separate
-# Simulations compute, bit for bit; prange spreads the worlds over numba's threads. The model's
-# bundles (tree, geoms, rules, options) are shared: the step only reads them. t0[w] is world w's
-# time.
+# worlds[w] is world w's `world` (world_addresses): the model's buffers (tree, geoms, rules,
+# options), shared, since the step only reads them, and world w's rows of the per-world ones
+# (data, contacts, solver, q, v, tau), which, like forces, have a leading world axis. World w
+# goes through the one-world step kernel, so that a batch computes exactly what separate
+# Simulations compute, bit for bit; prange spreads the worlds over numba's threads. t0[w] is
+# world w's time.
 @batch_kernel
-def step_batch_semi_implicit_euler(tree, data, geoms, contacts, rules, solver, forces, options,
-                                   q, v, tau, t0, dt, nsteps, loops, penalty, done, bad):
-    """step_semi_implicit_euler for every world w (the per-world bundles' row w); world w's
-    (steps done, first non-finite DOF or -1) into done[w], bad[w]."""
-    cf, ci = contacts
-    sf, si, lf, li = solver
-    for w in prange(q.shape[0]):
+def step_batch_semi_implicit_euler(worlds, forces, t0, dt, nsteps, loops, penalty, done, bad):
+    """step_semi_implicit_euler for every world w; world w's (steps done, first non-finite DOF
+    or -1) into done[w], bad[w]."""
+    for w in prange(worlds.shape[0]):
         if forces is None:
-            r = step_semi_implicit_euler(tree, data[w], geoms, (cf[w], ci[w]), rules, (sf[w], si[w], lf[w], li[w]),
-                                         None, options, q[w], v[w], tau[w], t0[w], dt, nsteps, loops, penalty, None)
+            r = step_semi_implicit_euler(worlds[w], None, t0[w], dt, nsteps, loops, penalty, None)
         else:
             ef, ei = forces
-            r = step_semi_implicit_euler(tree, data[w], geoms, (cf[w], ci[w]), rules, (sf[w], si[w], lf[w], li[w]),
-                                         (ef[w], ei[w]), options, q[w], v[w], tau[w], t0[w], dt, nsteps, loops,
-                                         penalty, None)
+            r = step_semi_implicit_euler(worlds[w], (ef[w], ei[w]), t0[w], dt, nsteps, loops, penalty, None)
         done[w] = r[0]
         bad[w] = r[1]
 
 
 @batch_kernel
-def step_batch_rk4(tree, data, geoms, contacts, rules, solver, forces, options,
-                   q, v, tau, t0, dt, nsteps, loops, penalty, done, bad):
+def step_batch_rk4(worlds, forces, t0, dt, nsteps, loops, penalty, done, bad):
     """step_rk4 for every world, as step_batch_semi_implicit_euler."""
-    cf, ci = contacts
-    sf, si, lf, li = solver
-    for w in prange(q.shape[0]):
+    for w in prange(worlds.shape[0]):
         if forces is None:
-            r = step_rk4(tree, data[w], geoms, (cf[w], ci[w]), rules, (sf[w], si[w], lf[w], li[w]),
-                         None, options, q[w], v[w], tau[w], t0[w], dt, nsteps, loops, penalty, None)
+            r = step_rk4(worlds[w], None, t0[w], dt, nsteps, loops, penalty, None)
         else:
             ef, ei = forces
-            r = step_rk4(tree, data[w], geoms, (cf[w], ci[w]), rules, (sf[w], si[w], lf[w], li[w]),
-                         (ef[w], ei[w]), options, q[w], v[w], tau[w], t0[w], dt, nsteps, loops, penalty,
-                         None)
+            r = step_rk4(worlds[w], (ef[w], ei[w]), t0[w], dt, nsteps, loops, penalty, None)
         done[w] = r[0]
         bad[w] = r[1]

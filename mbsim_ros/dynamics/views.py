@@ -9,10 +9,14 @@ through this function's numpy form (slicing and reshape, which raise on a size t
 fit): the owners of the buffers assert that their carve uses exactly the buffer's length, and
 test/dynamics/test_layouts.py checks each field's offset and length. buf is a 1-D C-contiguous
 array; shape an integer or a tuple of integers.
+
+addresses_of(buffers) / array_at(addresses, k, dtype): many arrays passed to a kernel as one
+int64 array of (address, length) pairs and rebuilt inside it (the step kernels' `world`): a
+call from Python unpacks one array instead of each.
 """
 import numpy as np
 from numba.core import cgutils, types
-from numba.core.extending import _Intrinsic
+from numba.core.extending import _Intrinsic, intrinsic
 
 
 def _numpy_view(buf, offset, shape):
@@ -59,3 +63,39 @@ class _ViewIntrinsic(_Intrinsic):
 
 array_view = _ViewIntrinsic("array_view", _typing)
 array_view._register()
+
+
+def addresses_of(buffers):
+    """The int64 array of (data address, length) pairs of `buffers` (1-D C-contiguous arrays),
+    which array_at turns back into the arrays inside a kernel. The addresses are valid while
+    the buffers live: whoever passes them keeps the buffers."""
+    out = np.empty(2 * len(buffers), np.int64)
+    for k, b in enumerate(buffers):
+        assert b.ndim == 1 and b.flags.c_contiguous, "addresses_of takes 1-D C-contiguous arrays"
+        out[2 * k], out[2 * k + 1] = b.ctypes.data, b.size
+    return out
+
+
+@intrinsic
+def array_at(typingctx, addresses, k, dtype):
+    """In a kernel: the k-th array of addresses_of(...) as a 1-D C-contiguous array of dtype
+    (np.float64 or np.int64, as it was), its header only."""
+    item = dtype.instance_type
+    array = types.Array(item, 1, "C")
+
+    def codegen(context, builder, sig, args):
+        src = context.make_array(sig.args[0])(context, builder, args[0])
+        at = builder.mul(context.cast(builder, args[1], sig.args[1], types.intp),
+                         context.get_constant(types.intp, 2))
+        address = builder.load(builder.gep(src.data, [at]))
+        length = builder.load(builder.gep(src.data, [builder.add(at, context.get_constant(types.intp, 1))]))
+        data_type = context.get_data_type(item)
+        itemsize = context.get_constant(types.intp, context.get_abi_sizeof(data_type))
+        out = context.make_array(array)(context, builder)
+        intp = context.get_value_type(types.intp)
+        context.populate_array(out, data=builder.inttoptr(address, data_type.as_pointer()),
+                               shape=cgutils.pack_array(builder, [length], intp),
+                               strides=cgutils.pack_array(builder, [itemsize], intp), itemsize=itemsize,
+                               meminfo=None)
+        return out._getvalue()
+    return array(addresses, k, dtype), codegen

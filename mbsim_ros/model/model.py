@@ -388,10 +388,8 @@ DEFAULT_GRAVITY = (0.0, 0.0, -9.80665)     # m/s^2, standard gravity along -z
 
 
 def _as_gravity(value):
-    """value as the float64 (3,) C-contiguous array a model's gravity is (the step kernel reads
-    it as that, without checking): the same array when it already is one, so that changing that
-    array in place changes the gravity."""
-    g = np.ascontiguousarray(value, dtype=float)
+    """value as a new float64 (3,) C-contiguous array, the kind a model's gravity is."""
+    g = np.array(value, dtype=float)
     if g.shape != (3,):
         raise ValueError(f"gravity must be 3 numbers (x, y, z in m/s^2), got {np.asarray(value).tolist()!r}")
     return g
@@ -441,12 +439,14 @@ class Model:
 
     @property
     def gravity(self) -> np.ndarray:
-        """m/s^2 in the model's world frame; setting it states it (gravity_stated)."""
+        """m/s^2 in the model's world frame; setting it states it (gravity_stated). The model
+        keeps one array for good: setting copies the values into it (a simulation reads that
+        array at every step), and a change in place of it counts too."""
         return self._gravity
 
     @gravity.setter
     def gravity(self, value):
-        self._gravity = _as_gravity(value)
+        self._gravity[:] = _as_gravity(value)
         self.gravity_stated = True
 
     # -- building -------------------------------------------------------------------

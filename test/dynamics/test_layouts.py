@@ -139,3 +139,22 @@ def test_compiled_view_is_the_numpy_view():
             if compiled.size:
                 assert compiled.ctypes.data == expected.ctypes.data
             np.testing.assert_array_equal(compiled, expected)
+
+
+def test_array_at_gives_back_in_a_kernel_the_arrays_addresses_of_took():
+    """The step kernels get their buffers as (address, length) pairs: array_at rebuilds each
+    array in place (a write lands in the original), of its length and dtype."""
+    from mbsim_ros._kernel_cache import kernel
+    from mbsim_ros.dynamics.views import addresses_of, array_at
+
+    @kernel()
+    def add_last_int_to_last_float(world):
+        f, i = array_at(world, 0, np.float64), array_at(world, 1, np.int64)
+        f[f.shape[0] - 1] += i[i.shape[0] - 1]
+        return f.shape[0] * 10 + i.shape[0]
+
+    floats, ints = np.arange(5.0), np.arange(3, dtype=np.int64) * 7
+    assert add_last_int_to_last_float(addresses_of((floats, ints))) == 53
+    assert floats.tolist() == [0.0, 1.0, 2.0, 3.0, 18.0] and ints.tolist() == [0, 7, 14]
+    with pytest.raises(AssertionError, match="1-D C-contiguous"):
+        addresses_of((np.zeros((3, 2))[:, 0],))

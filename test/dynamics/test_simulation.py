@@ -78,6 +78,47 @@ def test_gravity_changed_between_steps_in_place_or_replaced_holds_from_the_next_
     assert sim.v[0] == pytest.approx(1e-3)
 
 
+def test_a_model_keeps_one_gravity_array_that_setting_writes_into_and_copies_what_it_is_given():
+    """The step reads the first model's gravity array (by reference, kept by the simulation):
+    setting gravity writes into that array, and the array given is copied, not adopted."""
+    given = np.array([0.0, 0.0, -1.62])
+    m = Model("m", gravity=given)
+    given[2] = 5.0
+    own = m.gravity
+    assert own[2] == -1.62
+    m.gravity = given
+    assert m.gravity is own and own.tolist() == [0.0, 0.0, 5.0]
+    given[2] = 7.0
+    assert own[2] == 5.0
+
+
+def test_a_model_spawned_and_removed_is_stepped_on_the_new_state_arrays():
+    """add_model and remove_model replace q, v and tau (the step reads them by address): a body
+    spawned beside another falls as a lone copy of it does (the two never meet), and after its
+    removal the first body goes on as a lone copy of that one."""
+    a, b = body("a", q0=[0, 0, 0, 0, 0, 0, 1]), body("b", v0=[0.5, 0, 0, 0, 0, 0.3])
+    sim = mb.Simulation(a, dt=1e-3, contact="none")
+    alone_a = mb.Simulation(a, dt=1e-3, contact="none")
+    sim.step(10)
+    alone_a.step(10)
+    sim.add_model(b, "b", pose=((5.0, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0)))
+    alone_b = mb.Simulation(b, dt=1e-3, contact="none", poses=[((5.0, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0))])
+    sim.step(50)
+    alone_a.step(50)
+    alone_b.step(50)
+    qa, va = sim.model_slices("a")
+    qb, vb = sim.model_slices("b")
+    np.testing.assert_allclose(sim.q[qb], alone_b.q, atol=1e-12)
+    np.testing.assert_allclose(sim.v[vb], alone_b.v, atol=1e-12)
+    np.testing.assert_allclose(sim.q[qa], alone_a.q, atol=1e-12)
+    assert alone_b.v[2] == pytest.approx(-9.80665 * 0.05)
+    sim.remove_model("b")
+    sim.step(20)
+    alone_a.step(20)
+    np.testing.assert_allclose(sim.q, alone_a.q, atol=1e-12)
+    np.testing.assert_allclose(sim.v, alone_a.v, atol=1e-12)
+
+
 @pytest.mark.parametrize("bad", [9.81, (0.0, -9.81), np.zeros((1, 3))])
 def test_gravity_that_is_not_three_numbers_is_refused(bad):
     m = body("a")
