@@ -115,7 +115,6 @@ def _ir_only_compiler():
 
     from llvmlite import binding as ll
     from numba.core.codegen import JITCodeLibrary
-    from numba.core.compiler import Compiler
 
     class IRCodeLibrary(JITCodeLibrary):
         def _finalize_final_module(self):
@@ -129,15 +128,8 @@ def _ir_only_compiler():
             self._codegen._engine.finalize_object()
             self._finalized = True
 
-    class IROnlyCompiler(Compiler):
-        def compile_extra(self, func):
-            if self.state.library is None:
-                self.state.library = IRCodeLibrary(self.state.targetctx.codegen(), func.__qualname__)
-                self.state.library.enable_object_caching()
-            return super().compile_extra(func)
-
-    _ir_only.append(IROnlyCompiler)
-    return IROnlyCompiler
+    _ir_only.append(_compiler_using(IRCodeLibrary))
+    return _ir_only[0]
 
 
 _entry = []
@@ -161,7 +153,6 @@ def _entry_compiler():
     if _entry:
         return _entry[0]
     from numba.core.codegen import JITCodeLibrary
-    from numba.core.compiler import Compiler
 
     class EntryCodeLibrary(JITCodeLibrary):
         def __init__(self, codegen, name):
@@ -176,15 +167,22 @@ def _entry_compiler():
             _drop_dead_arguments(self._final_module, self._own_functions, self._codegen._tm)
             super()._optimize_final_module()
 
-    class EntryCompiler(Compiler):
+    _entry.append(_compiler_using(EntryCodeLibrary))
+    return _entry[0]
+
+
+def _compiler_using(library_class):
+    """numba's compiler (an njit pipeline class) whose code library is a `library_class`, with
+    object caching on, as numba's own library is."""
+    from numba.core.compiler import Compiler
+
+    class KernelCompiler(Compiler):
         def compile_extra(self, func):
             if self.state.library is None:
-                self.state.library = EntryCodeLibrary(self.state.targetctx.codegen(), func.__qualname__)
+                self.state.library = library_class(self.state.targetctx.codegen(), func.__qualname__)
                 self.state.library.enable_object_caching()
             return super().compile_extra(func)
-
-    _entry.append(EntryCompiler)
-    return EntryCompiler
+    return KernelCompiler
 
 
 def _drop_dead_arguments(module, own, target_machine):

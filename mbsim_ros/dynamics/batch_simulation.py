@@ -199,8 +199,9 @@ class BatchSimulation:
         p.compiled.tree.gravity[:] = p.models[0].gravity
         c, k = p.compiled, p.constraints
         np.multiply(self._steps, self.dt, out=self._t0)
-        self._kernel(self._worlds, self._force_buffers if p.forces.n else None, self._t0, self.dt, int(n), True if k.nloop else None,
-                     True if p._options[0] == CONTACT_PENALTY else None, self._done, self._bad)
+        self._kernel(self._worlds, self._force_buffers if p.forces.n else None, self._t0, self.dt, int(n),
+                     True if k.nloop else None, True if p._options[0] == CONTACT_PENALTY else None, self._done,
+                     self._bad)
         self._steps += self._done
         failed = np.nonzero(self._bad >= 0)[0]
         if failed.size:
