@@ -75,15 +75,20 @@ def kernel(python=True, **options):
     python=False: a kernel only other kernels call (most take the carved namedtuples, about a
     hundred arrays). It compiles without numba's Python and C entry wrappers, which unpack every
     argument array and cost about half a CPU second of compile per such kernel, and without
-    machine code of its own (_ir_only_compiler): its callers link its optimized LLVM IR into
-    theirs and generate the machine code there. Calling it from Python raises TypeError (it has
-    no entry point to call)."""
+    machine code of its own (_ir_only_compiler): its callers link its LLVM IR into theirs and
+    optimize and generate the machine code there. Calling it from Python raises TypeError (it
+    has no entry point to call).
+
+    A kernel with a Python entry that other kernels call too (solve_boxed_lcp, eval_function)
+    is two: calls from kernels go to a kernel-only twin (`in_kernels`), so the step compiles no
+    entry wrappers and machine code for it; the entry compiles on its first call from Python."""
     from numba import njit
 
     def decorate(fn):
         if python:
             dispatcher = njit(cache=True, nogil=True, _nrt=False, pipeline_class=_entry_compiler(), **options)(fn)
             dispatcher.__class__ = _kernel_class(type(dispatcher), True)
+            dispatcher.in_kernels = kernel(python=False, **options)(_renamed(fn, fn.__qualname__ + ".in_kernels"))
         else:
             dispatcher = njit(cache=True, nogil=True, _nrt=False, no_cpython_wrapper=True,
                               no_cfunc_wrapper=True, pipeline_class=_ir_only_compiler(), **options)(fn)
@@ -93,16 +98,28 @@ def kernel(python=True, **options):
     return decorate
 
 
+def _renamed(fn, qualname):
+    """A copy of function `fn` under another qualified name (numba names its cache files after
+    it, so the copy's compilations do not overwrite fn's)."""
+    import types
+    copy = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+    copy.__kwdefaults__ = fn.__kwdefaults__
+    copy.__qualname__ = qualname
+    copy.__module__ = fn.__module__
+    return copy
+
+
 _ir_only = []
 
 
 def _ir_only_compiler():
     """numba's compiler (the pipeline class of njit) for kernels only other kernels call: their
-    code library keeps the optimized LLVM IR that callers link into their own and generates no
-    machine code, which nothing would run (every caller compiles the callee's IR again into its
-    own code: numba links callees as IR). Callers now link the callee's IR as optimized, where
-    before they linked it as the code generator's IR passes had left it: the same results,
-    slightly different machine code (bench/README.md).
+    code library keeps the LLVM IR that callers link into their own and generates no machine
+    code, which nothing would run (every caller compiles the callee's IR again into its own
+    code: numba links callees as IR). Nor does it run LLVM's module passes over that IR and the
+    kernels it links in: the entry kernel that links them all runs them once over everything
+    (before, each kernel in between ran them over its whole subtree again, ~2/3 of the LLVM
+    module pass time of a cold compile).
 
     The library still gives the execution engine a module of the function's environment
     globals (numba writes each function's environment pointer there after compiling and after
@@ -117,6 +134,9 @@ def _ir_only_compiler():
     from numba.core.codegen import JITCodeLibrary
 
     class IRCodeLibrary(JITCodeLibrary):
+        def _optimize_final_module(self):
+            pass        # the entry kernel optimizes it with everything else it links
+
         def _finalize_final_module(self):
             self._finalize_dynamic_globals()
             self._verify_declare_only_symbols()
@@ -223,7 +243,10 @@ def _kernel_class(base, python):
                         f"({cres.signature.return_type}) to Python: kernels compile without "
                         "reference counting, so it must write into an array its caller passes")
                 return base.add_overload(self, cres, *args, **kwargs)
-            methods = {"add_overload": add_overload}
+            def _numba_type_(self):     # how kernels that call this one see it
+                from numba.core import types
+                return types.Dispatcher(self.in_kernels)
+            methods = {"add_overload": add_overload, "_numba_type_": property(_numba_type_)}
         else:
             def __call__(self, *args, **kwargs):
                 raise TypeError(f"{self.py_func.__qualname__} is called from numba kernels only "
