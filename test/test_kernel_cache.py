@@ -170,3 +170,83 @@ def test_an_entry_kernels_linked_in_functions_lose_their_unread_arguments_and_ge
     [(name, callee)] = functions.items()
     assert name.startswith("callee.") and callee.linkage == ll.Linkage.linkonce_odr
     assert len(list(callee.arguments)) == 1
+
+
+TWIN_KERNELS = """
+from mbsim_ros._kernel_cache import kernel
+
+@kernel()
+def scaled(a, k):
+    return a[k] * 3.0
+
+@kernel()
+def caller(a):
+    return scaled(a, 1) + 1.0
+"""
+
+TWIN = """
+import json, sys
+import numba
+import numpy as np
+numba.config.CACHE_DIR = sys.argv[1]
+sys.path[:0] = [sys.argv[2], sys.argv[3]]
+from twin_kernels import caller, scaled
+a = np.arange(3.0)
+out = dict(caller=caller(a), entry_compiled_by_caller=len(scaled.signatures),
+           twin_compiled=len(scaled.in_kernels.signatures))
+out["entry"] = scaled(a, 2)
+out["entry_compiled"] = len(scaled.signatures)
+print(json.dumps(out))
+"""
+
+
+def test_a_kernel_calling_an_entry_kernel_links_its_kernel_only_twin(tmp_path):
+    """A kernel that calls an entry kernel compiles the callee's kernel-only twin, not the
+    entry (no entry wrappers, no machine code for it), and gets the callee's result; the entry
+    compiles on its own first call from Python, with the same result."""
+    import json
+    import subprocess
+    import sys
+    (tmp_path / "twin_kernels.py").write_text(TWIN_KERNELS)
+    out = subprocess.run([sys.executable, "-c", TWIN, str(tmp_path / "cache"), str(tmp_path), REPO],
+                         capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got == dict(caller=4.0, entry_compiled_by_caller=0, twin_compiled=1, entry=6.0, entry_compiled=1)
+
+
+def test_numbas_flags_values_are_the_same_dict_made_quicker():
+    """_quicker_target_config_values gives what numba's TargetConfig.values() is defined to
+    give: every option's value, set or default, in the options' order."""
+    from numba.core.compiler import Flags
+
+    from mbsim_ros._kernel_cache import _quicker_target_config_values
+    _quicker_target_config_values()
+    flags = Flags()
+    flags.nrt = True
+    flags.no_cpython_wrapper = True
+    flags.error_model = "numpy"
+    for f in (Flags(), flags, Flags(copy_from=flags)):
+        expected = {k: getattr(f, k) for k in f.options}
+        assert list(f.values().items()) == list(expected.items())
+    assert flags != Flags() and Flags(copy_from=flags) == flags
+
+
+def test_kernels_compile_with_fewer_full_collections_and_restore_the_collector():
+    import gc
+
+    from mbsim_ros._kernel_cache import FULL_COLLECTIONS, _fewer_full_collections
+    before = gc.get_threshold()
+    try:
+        gc.set_threshold(700, 10, 10)
+        with _fewer_full_collections():
+            assert gc.get_threshold() == (700, 10, FULL_COLLECTIONS)
+            with _fewer_full_collections():         # nested: unchanged
+                assert gc.get_threshold() == (700, 10, FULL_COLLECTIONS)
+            assert gc.get_threshold() == (700, 10, FULL_COLLECTIONS)
+        assert gc.get_threshold() == (700, 10, 10)
+        gc.set_threshold(700, 10, 5000)             # the user's own higher setting stays
+        with _fewer_full_collections():
+            assert gc.get_threshold() == (700, 10, 5000)
+    finally:
+        gc.set_threshold(*before)
