@@ -250,3 +250,28 @@ def test_kernels_compile_with_fewer_full_collections_and_restore_the_collector()
             assert gc.get_threshold() == (700, 10, 5000)
     finally:
         gc.set_threshold(*before)
+
+
+def test_function_passes_take_numbas_stack_slots_to_registers_and_skip_declarations():
+    """_simplify_functions (-O1) on a function the way numba lowers one, its value kept in a
+    stack slot: the slot is gone (what the entry kernel's -O3 would otherwise have to do for
+    every function it links); a declaration in the module is left as it is."""
+    from llvmlite import binding as ll
+    from numba.core.registry import cpu_target
+
+    from mbsim_ros._kernel_cache import _simplify_functions
+    module = ll.parse_assembly("""
+        declare double @elsewhere(double)
+        define double @f(double %x) {
+          %slot = alloca double
+          store double %x, double* %slot
+          %y = load double, double* %slot
+          %z = fadd double %y, 1.0
+          ret double %z
+        }
+    """)
+    _simplify_functions(cpu_target.target_context.codegen(), module)
+    module.verify()
+    text = str(module.get_function("f"))
+    assert "alloca" not in text and "load" not in text and "fadd double %x" in text
+    assert module.get_function("elsewhere").is_declaration
