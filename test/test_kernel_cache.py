@@ -275,3 +275,36 @@ def test_function_passes_take_numbas_stack_slots_to_registers_and_skip_declarati
     text = str(module.get_function("f"))
     assert "alloca" not in text and "load" not in text and "fadd double %x" in text
     assert module.get_function("elsewhere").is_declaration
+
+
+def test_remembered_operator_typing_is_numbas_own():
+    """_remember_operator_typing: an operator on numbers, arrays and tuples of them types as
+    numba's own typing does, and the second time from memory; other calls (a list) still go
+    through numba's typing each time."""
+    import operator
+
+    from numba.core import types
+    from numba.core.registry import cpu_target
+    from numba.core.types.functions import Function
+
+    from mbsim_ros._kernel_cache import _remember_operator_typing
+    _remember_operator_typing()
+    context = cpu_target.typing_context
+    context.refresh()
+    numbas = Function.get_call_type.numbas
+    a2, a1 = types.Array(types.float64, 2, "C"), types.Array(types.int64, 1, "C")
+    cases = [(operator.getitem, (a2, types.UniTuple(types.int64, 2))), (operator.getitem, (a2, types.int64)),
+             (operator.getitem, (a1, types.slice2_type)),
+             (operator.getitem, (types.UniTuple(types.float64, 3), types.IntegerLiteral(1))),
+             (operator.setitem, (a2, types.UniTuple(types.int64, 2), types.float64)),
+             (operator.add, (types.int64, types.float64)), (operator.truediv, (types.int64, types.int64)),
+             (operator.lt, (types.float64, types.int32))]
+    for op, args in cases:
+        function = context.resolve_value_type(op)
+        expected = numbas(function, context, args, {})
+        got = function.get_call_type(context, args, {})
+        assert got == expected and got.return_type == expected.return_type, (op, args)
+        assert function.get_call_type(context, args, {}) is got
+    listed = (types.List(types.float64, reflected=False), types.int64)
+    getitem = context.resolve_value_type(operator.getitem)
+    assert getitem.get_call_type(context, listed, {}) is not getitem.get_call_type(context, listed, {})
