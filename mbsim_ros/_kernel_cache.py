@@ -75,15 +75,22 @@ def kernel(python=True, **options):
     python=False: a kernel only other kernels call (most take the carved namedtuples, about a
     hundred arrays). It compiles without numba's Python and C entry wrappers, which unpack every
     argument array and cost about half a CPU second of compile per such kernel, and without
-    machine code of its own (_ir_only_compiler): its callers link its optimized LLVM IR into
-    theirs and generate the machine code there. Calling it from Python raises TypeError (it has
-    no entry point to call)."""
+    machine code of its own (_ir_only_compiler): its callers link its LLVM IR into theirs and
+    optimize and generate the machine code there. Calling it from Python raises TypeError (it
+    has no entry point to call).
+
+    A kernel with a Python entry that other kernels call too (solve_boxed_lcp, eval_function)
+    is two: calls from kernels go to a kernel-only twin (`in_kernels`), so the step compiles no
+    entry wrappers and machine code for it; the entry compiles on its first call from Python."""
     from numba import njit
+    _quicker_target_config_values()
+    _remember_operator_typing()
 
     def decorate(fn):
         if python:
             dispatcher = njit(cache=True, nogil=True, _nrt=False, pipeline_class=_entry_compiler(), **options)(fn)
             dispatcher.__class__ = _kernel_class(type(dispatcher), True)
+            dispatcher.in_kernels = kernel(python=False, **options)(_renamed(fn, fn.__qualname__ + ".in_kernels"))
         else:
             dispatcher = njit(cache=True, nogil=True, _nrt=False, no_cpython_wrapper=True,
                               no_cfunc_wrapper=True, pipeline_class=_ir_only_compiler(), **options)(fn)
@@ -93,16 +100,95 @@ def kernel(python=True, **options):
     return decorate
 
 
+def _quicker_target_config_values():
+    """numba's TargetConfig.values() (the compilation's flags as a dict), the same dict made
+    without a property call per option. numba's typing keys each overload template's cache on
+    the flags and compares them by values() at every lookup: resolving one `a[i]` tries a
+    handful of getitem templates, ~4 values() calls each, ~500 000 calls in a cold compile of
+    the bundled world (~3 CPU s)."""
+    from numba.core import targetconfig
+    if getattr(targetconfig.TargetConfig.values, "quicker", False):
+        return
+    defaults_of = {}
+
+    def values(self):
+        cls = type(self)
+        defaults = defaults_of.get(cls)
+        if defaults is None:
+            defaults = defaults_of[cls] = {k: option.default for k, option in cls.options.items()}
+        out = dict(defaults)
+        for k, v in self._values.items():
+            if k in out:
+                out[k] = v
+        return out
+    values.quicker = True
+    targetconfig.TargetConfig.values = values
+
+
+def _remember_operator_typing():
+    """numba types each `a[i]`, `a[i] = x`, `x + y`, `x < y`... on its own: it tries the
+    operator's templates in turn (dozens for getitem), building an error for each that does not
+    match, ~30 000 times in a cold compile of the bundled world. For numbers, arrays and tuples
+    and slices of them the answer depends only on the argument types, the typing context and the
+    compilation's flags (numba's own template caches key on these), so it is remembered on
+    them: type inference 11.7 -> 5.5 CPU s, lowering (which types each getitem again) 23.7 ->
+    20.7 s. Anything else (keywords, other types, other operators) is typed as before."""
+    import operator
+
+    from numba.core import targetconfig, types
+    from numba.core.types.functions import Function
+    if getattr(Function.get_call_type, "remembers", False):
+        return
+    type_call = Function.get_call_type
+    operators = {operator.getitem, operator.setitem, operator.neg, operator.pos, operator.not_,
+                 operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv,
+                 operator.mod, operator.pow, operator.iadd, operator.isub, operator.imul,
+                 operator.itruediv, operator.lt, operator.gt, operator.le, operator.ge,
+                 operator.eq, operator.ne, operator.and_, operator.or_}
+    plain = (types.Array, types.Number, types.Boolean, types.IntegerLiteral, types.BooleanLiteral,
+             types.SliceType)
+
+    def is_plain(t):
+        if isinstance(t, types.BaseTuple):
+            return all(is_plain(e) for e in t.types)
+        return isinstance(t, plain)
+    known = {}
+
+    def get_call_type(self, context, args, kws):
+        if kws or self.typing_key not in operators or not all(is_plain(a) for a in args):
+            return type_call(self, context, args, kws)
+        key = self, context, tuple(args), targetconfig.ConfigStack.top_or_none()
+        signature = known.get(key)
+        if signature is None:
+            signature = known[key] = type_call(self, context, args, kws)
+        return signature
+    get_call_type.remembers = True
+    get_call_type.numbas = type_call
+    Function.get_call_type = get_call_type
+
+
+def _renamed(fn, qualname):
+    """A copy of function `fn` under another qualified name (numba names its cache files after
+    it, so the copy's compilations do not overwrite fn's)."""
+    import types
+    copy = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+    copy.__kwdefaults__ = fn.__kwdefaults__
+    copy.__qualname__ = qualname
+    copy.__module__ = fn.__module__
+    return copy
+
+
 _ir_only = []
 
 
 def _ir_only_compiler():
     """numba's compiler (the pipeline class of njit) for kernels only other kernels call: their
-    code library keeps the optimized LLVM IR that callers link into their own and generates no
-    machine code, which nothing would run (every caller compiles the callee's IR again into its
-    own code: numba links callees as IR). Callers now link the callee's IR as optimized, where
-    before they linked it as the code generator's IR passes had left it: the same results,
-    slightly different machine code (bench/README.md).
+    code library keeps the LLVM IR that callers link into their own and generates no machine
+    code, which nothing would run (every caller compiles the callee's IR again into its own
+    code: numba links callees as IR). Nor does it run LLVM's module passes over that IR and the
+    kernels it links in: the entry kernel that links them all runs them once over everything
+    (before, each kernel in between ran them over its whole subtree again, ~2/3 of the LLVM
+    module pass time of a cold compile).
 
     The library still gives the execution engine a module of the function's environment
     globals (numba writes each function's environment pointer there after compiling and after
@@ -117,6 +203,12 @@ def _ir_only_compiler():
     from numba.core.codegen import JITCodeLibrary
 
     class IRCodeLibrary(JITCodeLibrary):
+        def _optimize_functions(self, ll_module):
+            _simplify_functions(self._codegen, ll_module)
+
+        def _optimize_final_module(self):
+            pass        # the entry kernel optimizes it with everything else it links
+
         def _finalize_final_module(self):
             self._finalize_dynamic_globals()
             self._verify_declare_only_symbols()
@@ -163,12 +255,28 @@ def _entry_compiler():
             self._own_functions.update(f.name for f in ll_module.functions if not f.is_declaration)
             super().add_llvm_module(ll_module)
 
+        def _optimize_functions(self, ll_module):
+            _simplify_functions(self._codegen, ll_module)
+
         def _optimize_final_module(self):
             _drop_dead_arguments(self._final_module, self._own_functions, self._codegen._tm)
             super()._optimize_final_module()
 
     _entry.append(_compiler_using(EntryCodeLibrary))
     return _entry[0]
+
+
+def _simplify_functions(codegen, ll_module):
+    """The function passes numba runs on each function as it is lowered, at LLVM's -O1 where
+    numba runs -O3: they only need to shrink numba's IR (its stack slots, loads and copies of
+    whole structs) before it is linked; the entry kernel's module passes run the full -O3 over
+    everything it links. A cold compile's function passes went 13 -> 1 CPU s, and the module
+    passes did not grow; the kernels run as fast (bench/README.md)."""
+    ll_module.data_layout = codegen._data_layout
+    passes, builder = codegen._function_pass_manager(opt=1)
+    for function in ll_module.functions:
+        if not function.is_declaration:
+            passes.run(function, builder)
 
 
 def _compiler_using(library_class):
@@ -181,8 +289,31 @@ def _compiler_using(library_class):
             if self.state.library is None:
                 self.state.library = library_class(self.state.targetctx.codegen(), func.__qualname__)
                 self.state.library.enable_object_caching()
-            return super().compile_extra(func)
+            with _fewer_full_collections():
+                return super().compile_extra(func)
     return KernelCompiler
+
+
+FULL_COLLECTIONS = 100      # young collections between two full ones while kernels compile
+
+
+@contextlib.contextmanager
+def _fewer_full_collections():
+    """Python's cyclic collector makes a full pass over the heap every 10 young collections
+    (when a quarter of the heap is new): a compile keeps numba's IR of everything it compiled
+    alive, so the heap grows and so does each pass. A cold compile of the bundled world made 31
+    full passes, ~9 CPU s; with one every 100 young collections, 4 passes, ~2.5 s, for ~15% more
+    peak memory (the cyclic garbage that outlives the young generations waits longer)."""
+    import gc
+    threshold = gc.get_threshold()
+    if threshold[2] >= FULL_COLLECTIONS:        # a compile in a compile, or the user's own setting
+        yield
+        return
+    gc.set_threshold(threshold[0], threshold[1], FULL_COLLECTIONS)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*threshold)
 
 
 def _drop_dead_arguments(module, own, target_machine):
@@ -223,7 +354,10 @@ def _kernel_class(base, python):
                         f"({cres.signature.return_type}) to Python: kernels compile without "
                         "reference counting, so it must write into an array its caller passes")
                 return base.add_overload(self, cres, *args, **kwargs)
-            methods = {"add_overload": add_overload}
+            def _numba_type_(self):     # how kernels that call this one see it
+                from numba.core import types
+                return types.Dispatcher(self.in_kernels)
+            methods = {"add_overload": add_overload, "_numba_type_": property(_numba_type_)}
         else:
             def __call__(self, *args, **kwargs):
                 raise TypeError(f"{self.py_func.__qualname__} is called from numba kernels only "

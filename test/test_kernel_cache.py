@@ -170,3 +170,141 @@ def test_an_entry_kernels_linked_in_functions_lose_their_unread_arguments_and_ge
     [(name, callee)] = functions.items()
     assert name.startswith("callee.") and callee.linkage == ll.Linkage.linkonce_odr
     assert len(list(callee.arguments)) == 1
+
+
+TWIN_KERNELS = """
+from mbsim_ros._kernel_cache import kernel
+
+@kernel()
+def scaled(a, k):
+    return a[k] * 3.0
+
+@kernel()
+def caller(a):
+    return scaled(a, 1) + 1.0
+"""
+
+TWIN = """
+import json, sys
+import numba
+import numpy as np
+numba.config.CACHE_DIR = sys.argv[1]
+sys.path[:0] = [sys.argv[2], sys.argv[3]]
+from twin_kernels import caller, scaled
+a = np.arange(3.0)
+out = dict(caller=caller(a), entry_compiled_by_caller=len(scaled.signatures),
+           twin_compiled=len(scaled.in_kernels.signatures))
+out["entry"] = scaled(a, 2)
+out["entry_compiled"] = len(scaled.signatures)
+print(json.dumps(out))
+"""
+
+
+def test_a_kernel_calling_an_entry_kernel_links_its_kernel_only_twin(tmp_path):
+    """A kernel that calls an entry kernel compiles the callee's kernel-only twin, not the
+    entry (no entry wrappers, no machine code for it), and gets the callee's result; the entry
+    compiles on its own first call from Python, with the same result."""
+    import json
+    import subprocess
+    import sys
+    (tmp_path / "twin_kernels.py").write_text(TWIN_KERNELS)
+    out = subprocess.run([sys.executable, "-c", TWIN, str(tmp_path / "cache"), str(tmp_path), REPO],
+                         capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got == dict(caller=4.0, entry_compiled_by_caller=0, twin_compiled=1, entry=6.0, entry_compiled=1)
+
+
+def test_numbas_flags_values_are_the_same_dict_made_quicker():
+    """_quicker_target_config_values gives what numba's TargetConfig.values() is defined to
+    give: every option's value, set or default, in the options' order."""
+    from numba.core.compiler import Flags
+
+    from mbsim_ros._kernel_cache import _quicker_target_config_values
+    _quicker_target_config_values()
+    flags = Flags()
+    flags.nrt = True
+    flags.no_cpython_wrapper = True
+    flags.error_model = "numpy"
+    for f in (Flags(), flags, Flags(copy_from=flags)):
+        expected = {k: getattr(f, k) for k in f.options}
+        assert list(f.values().items()) == list(expected.items())
+    assert flags != Flags() and Flags(copy_from=flags) == flags
+
+
+def test_kernels_compile_with_fewer_full_collections_and_restore_the_collector():
+    import gc
+
+    from mbsim_ros._kernel_cache import FULL_COLLECTIONS, _fewer_full_collections
+    before = gc.get_threshold()
+    try:
+        gc.set_threshold(700, 10, 10)
+        with _fewer_full_collections():
+            assert gc.get_threshold() == (700, 10, FULL_COLLECTIONS)
+            with _fewer_full_collections():         # nested: unchanged
+                assert gc.get_threshold() == (700, 10, FULL_COLLECTIONS)
+            assert gc.get_threshold() == (700, 10, FULL_COLLECTIONS)
+        assert gc.get_threshold() == (700, 10, 10)
+        gc.set_threshold(700, 10, 5000)             # the user's own higher setting stays
+        with _fewer_full_collections():
+            assert gc.get_threshold() == (700, 10, 5000)
+    finally:
+        gc.set_threshold(*before)
+
+
+def test_function_passes_take_numbas_stack_slots_to_registers_and_skip_declarations():
+    """_simplify_functions (-O1) on a function the way numba lowers one, its value kept in a
+    stack slot: the slot is gone (what the entry kernel's -O3 would otherwise have to do for
+    every function it links); a declaration in the module is left as it is."""
+    from llvmlite import binding as ll
+    from numba.core.registry import cpu_target
+
+    from mbsim_ros._kernel_cache import _simplify_functions
+    module = ll.parse_assembly("""
+        declare double @elsewhere(double)
+        define double @f(double %x) {
+          %slot = alloca double
+          store double %x, double* %slot
+          %y = load double, double* %slot
+          %z = fadd double %y, 1.0
+          ret double %z
+        }
+    """)
+    _simplify_functions(cpu_target.target_context.codegen(), module)
+    module.verify()
+    text = str(module.get_function("f"))
+    assert "alloca" not in text and "load" not in text and "fadd double %x" in text
+    assert module.get_function("elsewhere").is_declaration
+
+
+def test_remembered_operator_typing_is_numbas_own():
+    """_remember_operator_typing: an operator on numbers, arrays and tuples of them types as
+    numba's own typing does, and the second time from memory; other calls (a list) still go
+    through numba's typing each time."""
+    import operator
+
+    from numba.core import types
+    from numba.core.registry import cpu_target
+    from numba.core.types.functions import Function
+
+    from mbsim_ros._kernel_cache import _remember_operator_typing
+    _remember_operator_typing()
+    context = cpu_target.typing_context
+    context.refresh()
+    numbas = Function.get_call_type.numbas
+    a2, a1 = types.Array(types.float64, 2, "C"), types.Array(types.int64, 1, "C")
+    cases = [(operator.getitem, (a2, types.UniTuple(types.int64, 2))), (operator.getitem, (a2, types.int64)),
+             (operator.getitem, (a1, types.slice2_type)),
+             (operator.getitem, (types.UniTuple(types.float64, 3), types.IntegerLiteral(1))),
+             (operator.setitem, (a2, types.UniTuple(types.int64, 2), types.float64)),
+             (operator.add, (types.int64, types.float64)), (operator.truediv, (types.int64, types.int64)),
+             (operator.lt, (types.float64, types.int32))]
+    for op, args in cases:
+        function = context.resolve_value_type(op)
+        expected = numbas(function, context, args, {})
+        got = function.get_call_type(context, args, {})
+        assert got == expected and got.return_type == expected.return_type, (op, args)
+        assert function.get_call_type(context, args, {}) is got
+    listed = (types.List(types.float64, reflected=False), types.int64)
+    getitem = context.resolve_value_type(operator.getitem)
+    assert getitem.get_call_type(context, listed, {}) is not getitem.get_call_type(context, listed, {})
