@@ -19,7 +19,8 @@ with n the face's unit normal turned toward the camera. Mono images hold the lum
 0.299 R + 0.587 G + 0.114 B of the same shaded color. Empty pixels show BACKGROUND.
 """
 import numpy as np
-from numba import njit
+
+from .._kernel_cache import kernel
 
 AMBIENT = 0.3
 LIGHT = np.array([-1.0, 1.0, 1.0]) / np.sqrt(3.0)      # camera frame: up-left-behind
@@ -80,7 +81,7 @@ def render(scene, T_cam, width, height, fov, near, far, color=None, depth=None, 
     return color, depth
 
 
-@njit(cache=True, nogil=True)
+@kernel(python=False)
 def _edge(px, py, qx, qy):
     """E(x, y) = (q - p) x ((x, y) - p) as (a, b, c) with E = a x + b y + c, computed from the
     lexicographically smaller end point so that the edge q -> p gives exactly -E: a pixel on
@@ -96,7 +97,7 @@ def _edge(px, py, qx, qy):
     return a, b, c
 
 
-@njit(cache=True, nogil=True)
+@kernel(python=False)
 def _fill(x0, y0, x1, y1, x2, y2, A, B, C, inv_lo, inv_hi, c0, c1, c2, invz, img):
     """Rasterize one screen triangle: each pixel centre inside (edges included) whose inverse
     depth A u + B v + C is in [inv_lo, inv_hi] and nearer than the z-buffer is written."""
@@ -159,7 +160,7 @@ def _fill(x0, y0, x1, y1, x2, y2, A, B, C, inv_lo, inv_hi, c0, c1, c2, invz, img
                         img[y, x, 2] = c2
 
 
-@njit(cache=True, nogil=True)
+@kernel(python=False)
 def _shade(r, g, b, nx, ny, nz, light, ambient, mono):
     """Flat Lambert shading of a face with unit normal n toward the camera: uint8 values."""
     cosl = nx * light[0] + ny * light[1] + nz * light[2]
@@ -172,7 +173,7 @@ def _shade(r, g, b, nx, ny, nz, light, ambient, mono):
             np.uint8(int(min(255.0, 255.0 * b * s + 0.5))))
 
 
-@njit(cache=True, nogil=True)
+@kernel()
 def render_kernel(V, vlink, T, tcol, two_sided, planes, plink, pR, pp, pcol, link_R, link_p,
                   Rc, pc, f, cx, cy, near, far, light, ambient, bg, mono, Vc, poly, invz, img, depth):
     """See render(). V: vertices in their link frames; Vc, poly, invz: workspaces; img

@@ -8,8 +8,8 @@ solids seen from outside: a ray starting inside one does not see it (as the rend
 culls back faces); the first hit is where the ray enters a solid or crosses a mesh triangle.
 """
 import numpy as np
-from numba import njit
 
+from .._kernel_cache import kernel
 from .scene import BOX, CAPSULE, CONE, CYLINDER, MESH, PLANE, SPHERE
 
 INF = np.inf
@@ -41,7 +41,7 @@ def cast_rays(scene, origins, directions, max_distance, out=None, hit=None):
     return out
 
 
-@njit(cache=True, nogil=True)
+@kernel(python=False)
 def _roots(a, b, c):
     """Real roots (t1 <= t2) of a t^2 + 2 b t + c = 0, or (inf, inf); a linear equation's one
     root twice. Stable form: no cancellation when a ray is nearly parallel to an axis."""
@@ -60,7 +60,7 @@ def _roots(a, b, c):
     return (t1, t2) if t1 <= t2 else (t2, t1)
 
 
-@njit(cache=True, nogil=True)
+@kernel(python=False)
 def _box(ox, oy, oz, dx, dy, dz, hx, hy, hz):
     tmin, tmax = -INF, INF
     for k in range(3):
@@ -82,7 +82,7 @@ def _box(ox, oy, oz, dx, dy, dz, hx, hy, hz):
     return tmin
 
 
-@njit(cache=True, nogil=True)
+@kernel(python=False)
 def _sphere(ox, oy, oz, dx, dy, dz, r):
     c = ox * ox + oy * oy + oz * oz - r * r
     if c <= 0.0:
@@ -91,7 +91,7 @@ def _sphere(ox, oy, oz, dx, dy, dz, r):
     return t1 if t1 >= 0.0 else INF
 
 
-@njit(cache=True, nogil=True)
+@kernel(python=False)
 def _side(ox, oy, oz, dx, dy, dz, r, h, best):
     """Nearest t >= 0 on the side x^2 + y^2 = r^2, |z| <= h, below best."""
     t1, t2 = _roots(dx * dx + dy * dy, ox * dx + oy * dy, ox * ox + oy * oy - r * r)
@@ -101,7 +101,7 @@ def _side(ox, oy, oz, dx, dy, dz, r, h, best):
     return best
 
 
-@njit(cache=True, nogil=True)
+@kernel(python=False)
 def _disk(ox, oy, oz, dx, dy, dz, z0, r, best):
     """Nearest t >= 0 on the disk z = z0, x^2 + y^2 <= r^2, below best."""
     if dz != 0.0:
@@ -113,7 +113,7 @@ def _disk(ox, oy, oz, dx, dy, dz, z0, r, best):
     return best
 
 
-@njit(cache=True, nogil=True)
+@kernel(python=False)
 def _cylinder(ox, oy, oz, dx, dy, dz, r, h):
     if abs(oz) <= h and ox * ox + oy * oy <= r * r:
         return INF
@@ -122,7 +122,7 @@ def _cylinder(ox, oy, oz, dx, dy, dz, r, h):
     return _disk(ox, oy, oz, dx, dy, dz, -h, r, best)
 
 
-@njit(cache=True, nogil=True)
+@kernel(python=False)
 def _capsule(ox, oy, oz, dx, dy, dz, r, h):
     zc = min(h, max(-h, oz))
     if ox * ox + oy * oy + (oz - zc) * (oz - zc) <= r * r:
@@ -133,7 +133,7 @@ def _capsule(ox, oy, oz, dx, dy, dz, r, h):
     return min(best, _sphere(ox, oy, oz + h, dx, dy, dz, r))
 
 
-@njit(cache=True, nogil=True)
+@kernel(python=False)
 def _cone(ox, oy, oz, dx, dy, dz, r, h):
     """Apex at z = +h, base disk of radius r at z = -h."""
     k2 = (r / (2.0 * h)) ** 2
@@ -149,7 +149,7 @@ def _cone(ox, oy, oz, dx, dy, dz, r, h):
     return _disk(ox, oy, oz, dx, dy, dz, -h, r, best)
 
 
-@njit(cache=True, nogil=True)
+@kernel(python=False)
 def _mesh(ox, oy, oz, dx, dy, dz, V, T, t0, t1, best):
     """Nearest crossing of triangles t0..t1-1 (either face), below best (Moller-Trumbore)."""
     for t in range(t0, t1):
@@ -175,7 +175,7 @@ def _mesh(ox, oy, oz, dx, dy, dz, V, T, t0, t1, best):
     return best
 
 
-@njit(cache=True, nogil=True)
+@kernel()
 def cast_kernel(kind, plink, pR, pp, size, center, bound, ptris, V, T, link_R, link_p,
                 Rw, pw, cw, origins, dirs, max_distance, out, hit):
     """See cast_rays(). Rw, pw, cw: workspaces for the primitives' world poses and centres;

@@ -90,7 +90,7 @@ class Bridge:
         self.inputs = Inputs(self)          # joint commands, efforts, actuator controls, inputs -> session calls
         self.runner_stats = lambda: {}      # the session's live statistics once started by one
         self.lane = None                    # bag_lane.Lane recording the clock, joint states, /tf, kinematic sensors
-        self._lane_tf = None                # (its /tf values, each edge's first index there) when it records /tf
+        self._lane_tf = None                # (its /tf values, each edge's first index there, tf_values' scratch) when it records /tf
         self._lane_keys = frozenset()       # the publication keys the lane records
         self._lane_devices = frozenset()    # the names of the devices whose messages it records
         self.errors = []
@@ -251,7 +251,7 @@ class Bridge:
             self._lane_devices = frozenset(lane_devices)
             self.readings.collect_from([d for d in sim.devices.values() if d.name not in lane_devices])
             if moving:
-                self._lane_tf = (tf_values, 7 * np.arange(len(moving)))
+                self._lane_tf = (tf_values, 7 * np.arange(len(moving)), np.empty(tpl.TF_WORK_SHAPE))
 
     def _lane_tf_values(self):
         """The lane's /tf values at the current state (before it records /tf)."""

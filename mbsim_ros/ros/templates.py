@@ -126,6 +126,7 @@ def _covariance(variances) -> np.ndarray:
 
 
 _NO_DATA = np.array([-1.0, 0, 0, 0, 0, 0, 0, 0, 0])   # covariance[0] = -1: "no estimate" (REP 145)
+TF_WORK_SHAPE = (8, 4)     # tf_values' scratch: R, Rc (rows 0-5), pc (row 6), q (row 7)
 
 
 class ImuTemplate(Template):
@@ -322,6 +323,7 @@ class TfTemplate(Template):
         self._finish(lay)
         self.stamp_index = np.array(stamps, dtype=np.int64)
         self.value_index = np.array(values, dtype=np.int64)
+        self.tf_work = np.empty(TF_WORK_SHAPE)
 
     def fill_values(self, ns, values) -> bytes:
         """values: (n, 7) translation and quaternion (x, y, z, w) per edge."""
@@ -337,7 +339,7 @@ class TfTemplate(Template):
         sec, nanosec = divmod(ns, 1_000_000_000)
         self.i32[self.stamp_index] = sec
         self.u32[self.stamp_index + 1] = nanosec
-        tf_values(link_R, link_p, parent, child, child_R, child_p, self.f64, self.value_index)
+        tf_values(link_R, link_p, parent, child, child_R, child_p, self.f64, self.value_index, self.tf_work)
         return bytes(self.buf)
 
 
@@ -351,8 +353,6 @@ def compile_tf_kernels():
 
 
 with kernel_cache("ros"):
-    from numba import njit
-
     from .._kernel_cache import kernel
 
     @kernel()
@@ -367,21 +367,22 @@ with kernel_cache("ros"):
                 mask |= 1 << i
         return mask
 
-    @njit(cache=True, nogil=True)
+    @kernel()
     def _write_rows(out, at, values):
         for e in range(len(at)):
             for j in range(7):
                 out[at[e] + j] = values[e, j]
 
-    @njit(cache=True, nogil=True)
-    def tf_values(link_R, link_p, parent, child, child_R, child_p, out, at):
+    @kernel()
+    def tf_values(link_R, link_p, parent, child, child_R, child_p, out, at, work):
         """For each edge e: the pose of (child link's pose * (child_R, child_p)) in the parent
         link's frame (the world for parent -1), written as (x, y, z, qx, qy, qz, qw) at out[at[e]:].
-        The quaternion as messages.quaternion_from_matrix (Shepperd, normalized, w >= 0)."""
-        R = np.empty((3, 3))
-        Rc = np.empty((3, 3))
-        pc = np.empty(3)
-        q = np.empty(4)
+        The quaternion as messages.quaternion_from_matrix (Shepperd, normalized, w >= 0).
+        work: scratch of TF_WORK_SHAPE."""
+        R = work[0:3, 0:3]
+        Rc = work[3:6, 0:3]
+        pc = work[6, 0:3]
+        q = work[7]
         for e in range(len(at)):
             c = child[e]
             for i in range(3):       # child frame in the world

@@ -213,7 +213,8 @@ def reference_fill(bridge, work):
         elif kind == "tf":
             _, t, R, p, (frames, parent, child, child_R, child_p) = item
             values = np.zeros((len(frames), 7))
-            tpl.tf_values(R, p, parent, child, child_R, child_p, values.reshape(-1), np.arange(len(values)) * 7)
+            tpl.tf_values(R, p, parent, child, child_R, child_p, values.reshape(-1), np.arange(len(values)) * 7,
+                          np.empty(tpl.TF_WORK_SHAPE))
             send("tf", tf_reference(t, frames, values), t)
         elif kind == "reading":
             dev, r, suffix = item[1], item[2], item[3]
