@@ -54,8 +54,9 @@ def test_a_subpackage_cache_ignores_the_other_subpackages(tmp_path):
 
 
 def test_a_subpackage_cache_follows_how_kernels_compile_too(tmp_path, monkeypatch):
-    """_kernel_cache.py sets the kernels' compile options (no reference counting): kernels
-    compiled under other options are not loaded into the same process as new ones."""
+    """_kernel_cache.py sets the kernels' compile options (no reference counting) and
+    _kernel_lowering.py how they lower: kernels compiled otherwise are not loaded into the same
+    process as new ones."""
     import mbsim_ros._kernel_cache as kc
     (tmp_path / "dyn").mkdir()
     (tmp_path / "dyn" / "k.py").write_text("import numba\n")
@@ -63,7 +64,12 @@ def test_a_subpackage_cache_follows_how_kernels_compile_too(tmp_path, monkeypatc
     decorator = tmp_path / "decorator.py"
     decorator.write_text(open(kc.__file__).read() + "\n# another option\n")
     monkeypatch.setattr(kc, "__file__", str(decorator))
-    assert sources_digest(tmp_path, ("dyn",)) != before
+    changed = sources_digest(tmp_path, ("dyn",))
+    assert changed != before
+    lowering = tmp_path / "lowering.py"          # how kernels lower to LLVM IR, too
+    lowering.write_text(open(kc._kernel_lowering.__file__).read() + "\n# another rule\n")
+    monkeypatch.setattr(kc._kernel_lowering, "__file__", str(lowering))
+    assert sources_digest(tmp_path, ("dyn",)) != changed
 
 
 def test_old_cache_directories_are_pruned_to_a_few(tmp_path):
