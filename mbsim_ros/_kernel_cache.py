@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import _kernel_lowering
+from . import _kernel_inlining, _kernel_lowering
 
 PACKAGE = Path(__file__).parent
 KEEP = 3      # cache directories of older source versions kept (others may still use them)
@@ -301,7 +301,7 @@ def _compiler_using(library_class):
             if self.state.library is None:
                 self.state.library = library_class(self.state.targetctx.codegen(), func.__qualname__)
                 self.state.library.enable_object_caching()
-            with _fewer_full_collections():
+            with _fewer_full_collections(), _kernel_inlining.remembered_inlinees():
                 return super().compile_extra(func)
     return KernelCompiler
 

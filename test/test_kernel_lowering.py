@@ -47,3 +47,35 @@ def test_a_kernel_lowered_with_fewer_slots_computes_what_python_computes(monkeyp
     for n in range(6):          # loop and branches taken or not
         assert compiled(a, n) == patterns(a, n)
     assert seen and {"a", "n"} <= seen[0]      # compiled through this lowering
+
+
+
+@numba.njit(inline="always")
+def _scaled_sum(x, y):
+    z = 0.0
+    for k in range(3):
+        z += x * k + y
+    return z
+
+
+def _three_sites(x, y):
+    return _scaled_sum(x, 1.0) + _scaled_sum(y, 2.0) * _scaled_sum(x, y)
+
+
+def test_an_inlined_helper_is_made_once_per_compile_and_inlined_as_numba_would(monkeypatch, tmp_path):
+    """numba's inliner runs the helper's untyped pipeline (bytecode to IR first) at each call
+    site; while a kernel compiles, it runs once, and each site still gets the helper's code."""
+    from numba.core.untyped_passes import TranslateByteCode
+    monkeypatch.setattr(numba.config, "CACHE_DIR", str(tmp_path))
+    translated = []
+    numbas = TranslateByteCode.run_pass
+
+    def run_pass(self, state):
+        translated.append(state.func_id.func_name)
+        return numbas(self, state)
+    monkeypatch.setattr(TranslateByteCode, "run_pass", run_pass)
+    compiled = kernel()(_three_sites)
+    f = _scaled_sum.py_func
+    for x, y in ((2.0, 3.0), (-1.5, 0.25)):
+        assert compiled(x, y) == f(x, 1.0) + f(y, 2.0) * f(x, y)
+    assert translated.count("_scaled_sum") == 1            # three call sites, one translation
