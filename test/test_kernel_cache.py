@@ -238,22 +238,27 @@ def test_numbas_flags_values_are_the_same_dict_made_quicker():
     assert flags != Flags() and Flags(copy_from=flags) == flags
 
 
-def test_kernels_compile_with_fewer_full_collections_and_restore_the_collector():
+def test_kernels_compile_with_fewer_collections_and_restore_the_collector():
     import gc
 
-    from mbsim_ros._kernel_cache import FULL_COLLECTIONS, _fewer_full_collections
+    from mbsim_ros._kernel_cache import FULL_COLLECTIONS, YOUNG_COLLECTION, _fewer_collections
     before = gc.get_threshold()
+    during = (YOUNG_COLLECTION, 10, FULL_COLLECTIONS)
     try:
         gc.set_threshold(700, 10, 10)
-        with _fewer_full_collections():
-            assert gc.get_threshold() == (700, 10, FULL_COLLECTIONS)
-            with _fewer_full_collections():         # nested: unchanged
-                assert gc.get_threshold() == (700, 10, FULL_COLLECTIONS)
-            assert gc.get_threshold() == (700, 10, FULL_COLLECTIONS)
+        with _fewer_collections():
+            assert gc.get_threshold() == during
+            with _fewer_collections():         # nested: unchanged
+                assert gc.get_threshold() == during
+            assert gc.get_threshold() == during
         assert gc.get_threshold() == (700, 10, 10)
-        gc.set_threshold(700, 10, 5000)             # the user's own higher setting stays
-        with _fewer_full_collections():
-            assert gc.get_threshold() == (700, 10, 5000)
+        gc.set_threshold(20000, 10, 5000)             # the user's own higher setting stays
+        with _fewer_collections():
+            assert gc.get_threshold() == (20000, 10, 5000)
+        gc.set_threshold(700, 10, 5000)               # ... and a lower one is raised alone
+        with _fewer_collections():
+            assert gc.get_threshold() == (YOUNG_COLLECTION, 10, 5000)
+        assert gc.get_threshold() == (700, 10, 5000)
     finally:
         gc.set_threshold(*before)
 
