@@ -21,6 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from . import _kernel_inlining, _kernel_lowering
+
 PACKAGE = Path(__file__).parent
 KEEP = 3      # cache directories of older source versions kept (others may still use them)
 
@@ -35,8 +37,8 @@ def sources_digest(package: Path = PACKAGE, parts=()) -> str:
     """Hash of the numba sources under the given subpackages (all of the package if none)."""
     roots = [package / part for part in parts] or [package]
     sources = sorted(p for root in roots for p in root.rglob("*.py") if _NUMBA_SOURCE.search(p.read_bytes()))
-    if parts:      # how kernels compile (the decorator's options) is part of every version
-        sources.append(Path(__file__))
+    if parts:      # how kernels compile (the decorator's options, the lowering) is part of every version
+        sources += [Path(__file__), Path(_kernel_lowering.__file__)]
     return hashlib.sha1(b"".join(p.read_bytes() for p in sources)).hexdigest()[:16]
 
 
@@ -270,8 +272,8 @@ def _simplify_functions(codegen, ll_module):
     """The function passes numba runs on each function as it is lowered, at LLVM's -O1 where
     numba runs -O3: they only need to shrink numba's IR (its stack slots, loads and copies of
     whole structs) before it is linked; the entry kernel's module passes run the full -O3 over
-    everything it links. A cold compile's function passes went 13 -> 1 CPU s, and the module
-    passes did not grow; the kernels run as fast (bench/README.md)."""
+    everything it links. Skipping them instead makes the module passes grow by more than they
+    cost; at -O3 they cost more than they save (bench/README.md)."""
     ll_module.data_layout = codegen._data_layout
     passes, builder = codegen._function_pass_manager(opt=1)
     for function in ll_module.functions:
@@ -281,39 +283,53 @@ def _simplify_functions(codegen, ll_module):
 
 def _compiler_using(library_class):
     """numba's compiler (an njit pipeline class) whose code library is a `library_class`, with
-    object caching on, as numba's own library is."""
+    object caching on, as numba's own library is, and whose lowering keeps fewer stack slots
+    (_kernel_lowering)."""
     from numba.core.compiler import Compiler
+    from numba.core.typed_passes import NativeLowering
+
+    kernel_lowering = _kernel_lowering.lowering_pass()
 
     class KernelCompiler(Compiler):
+        def define_pipelines(self):
+            pipelines = super().define_pipelines()
+            for pm in pipelines:      # numba's lowering, with fewer stack slots (_kernel_lowering)
+                pm.passes = [(kernel_lowering if cls is NativeLowering else cls, what) for cls, what in pm.passes]
+            return pipelines
+
         def compile_extra(self, func):
             if self.state.library is None:
                 self.state.library = library_class(self.state.targetctx.codegen(), func.__qualname__)
                 self.state.library.enable_object_caching()
-            with _fewer_full_collections():
+            with _fewer_collections(), _kernel_inlining.remembered_inlinees():
                 return super().compile_extra(func)
     return KernelCompiler
 
 
-FULL_COLLECTIONS = 100      # young collections between two full ones while kernels compile
+YOUNG_COLLECTION = 5000     # allocations (net) between two young collections while kernels compile
+FULL_COLLECTIONS = 100      # middle-generation collections between two full ones, likewise
 
 
 @contextlib.contextmanager
-def _fewer_full_collections():
-    """Python's cyclic collector makes a full pass over the heap every 10 young collections
-    (when a quarter of the heap is new): a compile keeps numba's IR of everything it compiled
-    alive, so the heap grows and so does each pass. A cold compile of the bundled world made 31
-    full passes, ~9 CPU s; with one every 100 young collections, 4 passes, ~2.5 s, for ~15% more
-    peak memory (the cyclic garbage that outlives the young generations waits longer)."""
+def _fewer_collections():
+    """Python's cyclic collector, by default, collects its young generation every 700 net
+    allocations and makes a full pass over the heap every 100 young collections (when a quarter
+    of the heap is new): a compile keeps numba's IR of everything it compiled alive, so the heap
+    grows and so does each full pass. While kernels compile, the young generation is collected
+    every 5000 allocations and a full pass waits for 100 middle ones: a cold compile of the
+    bundled world spends ~1.8 CPU s in the collector, not ~5 (~0.6 s per full pass), and peaks
+    at ~600 MB, not ~500 (cyclic garbage waits longer)."""
     import gc
-    threshold = gc.get_threshold()
-    if threshold[2] >= FULL_COLLECTIONS:        # a compile in a compile, or the user's own setting
+    before = gc.get_threshold()
+    during = (max(before[0], YOUNG_COLLECTION), before[1], max(before[2], FULL_COLLECTIONS))
+    if during == before:        # a compile in a compile, or the user's own higher setting
         yield
         return
-    gc.set_threshold(threshold[0], threshold[1], FULL_COLLECTIONS)
+    gc.set_threshold(*during)
     try:
         yield
     finally:
-        gc.set_threshold(*threshold)
+        gc.set_threshold(*before)
 
 
 def _drop_dead_arguments(module, own, target_machine):

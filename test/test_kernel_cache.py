@@ -54,8 +54,9 @@ def test_a_subpackage_cache_ignores_the_other_subpackages(tmp_path):
 
 
 def test_a_subpackage_cache_follows_how_kernels_compile_too(tmp_path, monkeypatch):
-    """_kernel_cache.py sets the kernels' compile options (no reference counting): kernels
-    compiled under other options are not loaded into the same process as new ones."""
+    """_kernel_cache.py sets the kernels' compile options (no reference counting) and
+    _kernel_lowering.py how they lower: kernels compiled otherwise are not loaded into the same
+    process as new ones."""
     import mbsim_ros._kernel_cache as kc
     (tmp_path / "dyn").mkdir()
     (tmp_path / "dyn" / "k.py").write_text("import numba\n")
@@ -63,7 +64,12 @@ def test_a_subpackage_cache_follows_how_kernels_compile_too(tmp_path, monkeypatc
     decorator = tmp_path / "decorator.py"
     decorator.write_text(open(kc.__file__).read() + "\n# another option\n")
     monkeypatch.setattr(kc, "__file__", str(decorator))
-    assert sources_digest(tmp_path, ("dyn",)) != before
+    changed = sources_digest(tmp_path, ("dyn",))
+    assert changed != before
+    lowering = tmp_path / "lowering.py"          # how kernels lower to LLVM IR, too
+    lowering.write_text(open(kc._kernel_lowering.__file__).read() + "\n# another rule\n")
+    monkeypatch.setattr(kc._kernel_lowering, "__file__", str(lowering))
+    assert sources_digest(tmp_path, ("dyn",)) != changed
 
 
 def test_old_cache_directories_are_pruned_to_a_few(tmp_path):
@@ -232,22 +238,27 @@ def test_numbas_flags_values_are_the_same_dict_made_quicker():
     assert flags != Flags() and Flags(copy_from=flags) == flags
 
 
-def test_kernels_compile_with_fewer_full_collections_and_restore_the_collector():
+def test_kernels_compile_with_fewer_collections_and_restore_the_collector():
     import gc
 
-    from mbsim_ros._kernel_cache import FULL_COLLECTIONS, _fewer_full_collections
+    from mbsim_ros._kernel_cache import FULL_COLLECTIONS, YOUNG_COLLECTION, _fewer_collections
     before = gc.get_threshold()
+    during = (YOUNG_COLLECTION, 10, FULL_COLLECTIONS)
     try:
         gc.set_threshold(700, 10, 10)
-        with _fewer_full_collections():
-            assert gc.get_threshold() == (700, 10, FULL_COLLECTIONS)
-            with _fewer_full_collections():         # nested: unchanged
-                assert gc.get_threshold() == (700, 10, FULL_COLLECTIONS)
-            assert gc.get_threshold() == (700, 10, FULL_COLLECTIONS)
+        with _fewer_collections():
+            assert gc.get_threshold() == during
+            with _fewer_collections():         # nested: unchanged
+                assert gc.get_threshold() == during
+            assert gc.get_threshold() == during
         assert gc.get_threshold() == (700, 10, 10)
-        gc.set_threshold(700, 10, 5000)             # the user's own higher setting stays
-        with _fewer_full_collections():
-            assert gc.get_threshold() == (700, 10, 5000)
+        gc.set_threshold(20000, 10, 5000)             # the user's own higher setting stays
+        with _fewer_collections():
+            assert gc.get_threshold() == (20000, 10, 5000)
+        gc.set_threshold(700, 10, 5000)               # ... and a lower one is raised alone
+        with _fewer_collections():
+            assert gc.get_threshold() == (YOUNG_COLLECTION, 10, 5000)
+        assert gc.get_threshold() == (700, 10, 5000)
     finally:
         gc.set_threshold(*before)
 

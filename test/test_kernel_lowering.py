@@ -1,0 +1,81 @@
+"""Kernels lower with fewer stack slots: which variables become SSA values, and that kernels
+lowered so compute what Python computes."""
+import numba
+import numpy as np
+from numba.core.compiler import run_frontend
+
+from mbsim_ros import _kernel_lowering
+from mbsim_ros._kernel_cache import kernel
+
+
+def patterns(a, n):
+    s = 0.0                 # assigned before and in the loop: a slot
+    k = n * 2               # assigned in the entry block, read in the loop: an SSA value
+    last = 0.0
+    for i in range(n):
+        s += a[i] * k
+        last = a[i]         # read after the loop, which may not run: a slot
+    if n > 1:
+        b = a[1] * 2.0      # assigned once in a branch, read there and in a block inside it
+        if b > 0:
+            s += b
+    if n > 3:
+        d = a[0]            # assigned once, read in a block its own does not dominate: a slot
+    if n > 3:
+        s += d
+    return s + last
+
+
+def test_ssa_values_are_single_assignments_that_dominate_and_precede_their_reads():
+    free = _kernel_lowering.stack_free_variables(run_frontend(patterns).blocks)
+    assert {"a", "n", "k", "b"} <= free
+    assert not {"s", "last", "d"} & free
+
+
+def test_a_kernel_lowered_with_fewer_slots_computes_what_python_computes(monkeypatch, tmp_path):
+    monkeypatch.setattr(numba.config, "CACHE_DIR", str(tmp_path))       # compiled here, not loaded
+    seen = []
+    rule = _kernel_lowering.stack_free_variables
+
+    def recorded(blocks):
+        free = rule(blocks)
+        seen.append(free)
+        return free
+    monkeypatch.setattr(_kernel_lowering, "stack_free_variables", recorded)
+    compiled = kernel()(patterns)
+    a = np.array([3.0, -1.0, 2.0, 0.5, 4.0])
+    for n in range(6):          # loop and branches taken or not
+        assert compiled(a, n) == patterns(a, n)
+    assert seen and {"a", "n"} <= seen[0]      # compiled through this lowering
+
+
+
+@numba.njit(inline="always")
+def _scaled_sum(x, y):
+    z = 0.0
+    for k in range(3):
+        z += x * k + y
+    return z
+
+
+def _three_sites(x, y):
+    return _scaled_sum(x, 1.0) + _scaled_sum(y, 2.0) * _scaled_sum(x, y)
+
+
+def test_an_inlined_helper_is_made_once_per_compile_and_inlined_as_numba_would(monkeypatch, tmp_path):
+    """numba's inliner runs the helper's untyped pipeline (bytecode to IR first) at each call
+    site; while a kernel compiles, it runs once, and each site still gets the helper's code."""
+    from numba.core.untyped_passes import TranslateByteCode
+    monkeypatch.setattr(numba.config, "CACHE_DIR", str(tmp_path))
+    translated = []
+    numbas = TranslateByteCode.run_pass
+
+    def run_pass(self, state):
+        translated.append(state.func_id.func_name)
+        return numbas(self, state)
+    monkeypatch.setattr(TranslateByteCode, "run_pass", run_pass)
+    compiled = kernel()(_three_sites)
+    f = _scaled_sum.py_func
+    for x, y in ((2.0, 3.0), (-1.5, 0.25)):
+        assert compiled(x, y) == f(x, 1.0) + f(y, 2.0) * f(x, y)
+    assert translated.count("_scaled_sum") == 1            # three call sites, one translation
