@@ -21,9 +21,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import _kernel_inlining, _kernel_lowering
+from ._kernel_inlining import remembered_inlinees
+from ._kernel_lowering import lowering_pass
 
 PACKAGE = Path(__file__).parent
+# how kernels compile (the decorator's options, the lowering): a change is a new version of every cache
+COMPILE_SOURCES = (Path(__file__), PACKAGE / "_kernel_lowering.py")
 KEEP = 3      # cache directories of older source versions kept (others may still use them)
 
 
@@ -37,8 +40,8 @@ def sources_digest(package: Path = PACKAGE, parts=()) -> str:
     """Hash of the numba sources under the given subpackages (all of the package if none)."""
     roots = [package / part for part in parts] or [package]
     sources = sorted(p for root in roots for p in root.rglob("*.py") if _NUMBA_SOURCE.search(p.read_bytes()))
-    if parts:      # how kernels compile (the decorator's options, the lowering) is part of every version
-        sources += [Path(__file__), Path(_kernel_lowering.__file__)]
+    if parts:      # how kernels compile is part of every version
+        sources += list(COMPILE_SOURCES)
     return hashlib.sha1(b"".join(p.read_bytes() for p in sources)).hexdigest()[:16]
 
 
@@ -288,7 +291,7 @@ def _compiler_using(library_class):
     from numba.core.compiler import Compiler
     from numba.core.typed_passes import NativeLowering
 
-    kernel_lowering = _kernel_lowering.lowering_pass()
+    kernel_lowering = lowering_pass()
 
     class KernelCompiler(Compiler):
         def define_pipelines(self):
@@ -301,7 +304,7 @@ def _compiler_using(library_class):
             if self.state.library is None:
                 self.state.library = library_class(self.state.targetctx.codegen(), func.__qualname__)
                 self.state.library.enable_object_caching()
-            with _fewer_collections(), _kernel_inlining.remembered_inlinees():
+            with _fewer_collections(), remembered_inlinees():
                 return super().compile_extra(func)
     return KernelCompiler
 

@@ -58,18 +58,22 @@ def test_a_subpackage_cache_follows_how_kernels_compile_too(tmp_path, monkeypatc
     _kernel_lowering.py how they lower: kernels compiled otherwise are not loaded into the same
     process as new ones."""
     import mbsim_ros._kernel_cache as kc
+    assert [p.name for p in kc.COMPILE_SOURCES] == ["_kernel_cache.py", "_kernel_lowering.py"]
+    assert all(p.is_file() for p in kc.COMPILE_SOURCES)
     (tmp_path / "dyn").mkdir()
     (tmp_path / "dyn" / "k.py").write_text("import numba\n")
     before = sources_digest(tmp_path, ("dyn",))
-    decorator = tmp_path / "decorator.py"
-    decorator.write_text(open(kc.__file__).read() + "\n# another option\n")
-    monkeypatch.setattr(kc, "__file__", str(decorator))
-    changed = sources_digest(tmp_path, ("dyn",))
-    assert changed != before
-    lowering = tmp_path / "lowering.py"          # how kernels lower to LLVM IR, too
-    lowering.write_text(open(kc._kernel_lowering.__file__).read() + "\n# another rule\n")
-    monkeypatch.setattr(kc._kernel_lowering, "__file__", str(lowering))
-    assert sources_digest(tmp_path, ("dyn",)) != changed
+    seen = {before}
+    for k, source in enumerate(kc.COMPILE_SOURCES):
+        edited = tmp_path / f"edited{k}.py"
+        edited.write_text(source.read_text() + "\n# another option\n")
+        sources = list(kc.COMPILE_SOURCES)
+        sources[k] = edited
+        with monkeypatch.context() as m:
+            m.setattr(kc, "COMPILE_SOURCES", tuple(sources))
+            seen.add(sources_digest(tmp_path, ("dyn",)))
+    assert len(seen) == 3
+    assert sources_digest(tmp_path, ("dyn",)) == before
 
 
 def test_old_cache_directories_are_pruned_to_a_few(tmp_path):
