@@ -1,5 +1,6 @@
-"""Kernels lower with fewer stack slots: which variables become SSA values, and that kernels
-lowered so compute what Python computes."""
+"""How kernels compile (_kernel_lowering, _kernel_inlining): which variables become SSA values,
+that kernels lowered so compute what Python computes, and that an inlined helper's IR is made
+once per compile."""
 import numba
 import numpy as np
 from numba.core.compiler import run_frontend
@@ -47,7 +48,6 @@ def test_a_kernel_lowered_with_fewer_slots_computes_what_python_computes(monkeyp
     for n in range(6):          # loop and branches taken or not
         assert compiled(a, n) == patterns(a, n)
     assert seen and {"a", "n"} <= seen[0]      # compiled through this lowering
-
 
 
 @numba.njit(inline="always")
