@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from ._kernel_inlining import remembered_inlinees
+from ._kernel_ir import quicker_list_vars
 from ._kernel_lowering import lowering_pass
 
 PACKAGE = Path(__file__).parent
@@ -90,6 +91,7 @@ def kernel(python=True, **options):
     from numba import njit
     _quicker_target_config_values()
     _remember_operator_typing()
+    quicker_list_vars()
 
     def decorate(fn):
         if python:

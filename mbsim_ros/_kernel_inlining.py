@@ -3,7 +3,12 @@
 compile of the bundled world for ~75 helpers. While kernels compile, the helper's IR is made
 once per compile and each call site gets it under a fresh function identity (the inliner names
 the variables it adds after it), as numba's own run would give it; numba's inliner copies the IR
-before it changes anything."""
+before it changes anything.
+
+numba copies the helper's IR block by block, each block on its own, and each copy of a block
+copied the helper's whole scope (every variable) again, to be merged back into one scope by
+equality: while kernels compile, the blocks of one copy share one copy of the scope (the
+inlining took ~1/3 less time)."""
 import contextlib
 import copy
 
@@ -26,7 +31,7 @@ def remembered_inlinees():
 
 
 def _install():
-    from numba.core import bytecode
+    from numba.core import bytecode, ir
     from numba.core.inline_closurecall import InlineWorker
     if hasattr(InlineWorker.run_untyped_passes, "numbas"):
         return
@@ -47,3 +52,26 @@ def _install():
         return func_ir
     run_untyped_passes.numbas = numbas
     InlineWorker.run_untyped_passes = run_untyped_passes
+
+    inline_ir = InlineWorker.inline_ir
+
+    def inline_ir_sharing_scopes(self, *args, **kwargs):
+        if not _remembered:
+            return inline_ir(self, *args, **kwargs)
+        copies = {}         # id(scope) -> (scope, its copy): the scopes copied during this inlining
+
+        def copy_block(block, memo):        # what copy.deepcopy does, the scope's copy shared
+            scope = block.scope
+            if id(scope) not in copies:
+                copies[id(scope)] = (scope, copy.deepcopy(scope, memo))
+            memo[id(scope)] = copies[id(scope)][1]
+            new = ir.Block.__new__(ir.Block)
+            memo[id(block)] = new
+            new.__dict__.update(copy.deepcopy(block.__dict__, memo))
+            return new
+        ir.Block.__deepcopy__ = copy_block
+        try:
+            return inline_ir(self, *args, **kwargs)
+        finally:
+            del ir.Block.__deepcopy__
+    InlineWorker.inline_ir = inline_ir_sharing_scopes

@@ -79,3 +79,31 @@ def test_an_inlined_helper_is_made_once_per_compile_and_inlined_as_numba_would(m
     for x, y in ((2.0, 3.0), (-1.5, 0.25)):
         assert compiled(x, y) == f(x, 1.0) + f(y, 2.0) * f(x, y)
     assert translated.count("_scaled_sum") == 1            # three call sites, one translation
+
+
+def test_the_blocks_of_an_inlined_copy_share_one_copy_of_the_scope(monkeypatch, tmp_path):
+    """numba copies an inlined helper's IR block by block, each with a copy of the whole scope;
+    while a kernel compiles, one copy of the scope serves every block of a copy, the helper's own
+    IR keeps its scope, and the copy hook is gone after the inlining."""
+    from numba.core import ir
+    from numba.core.inline_closurecall import InlineWorker
+    from mbsim_ros import _kernel_inlining
+    monkeypatch.setattr(numba.config, "CACHE_DIR", str(tmp_path))
+    _kernel_inlining._install()
+    sharing = InlineWorker.inline_ir
+    copies = []
+
+    def inline_ir(self, caller_ir, block, i, callee_ir, *args, **kwargs):
+        names = set(callee_ir.blocks[min(callee_ir.blocks)].scope.localvars._con)
+        out = sharing(self, caller_ir, block, i, callee_ir, *args, **kwargs)
+        copies.append(out[0])           # numba's unchanged copy of the helper's IR
+        assert set(callee_ir.blocks[min(callee_ir.blocks)].scope.localvars._con) == names
+        return out
+    monkeypatch.setattr(InlineWorker, "inline_ir", inline_ir)
+    compiled = kernel()(_three_sites)
+    f = _scaled_sum.py_func
+    assert compiled(2.0, 3.0) == f(2.0, 1.0) + f(3.0, 2.0) * f(2.0, 3.0)
+    assert len(copies) == 3
+    for c in copies:
+        assert len(c.blocks) > 1 and len({id(b.scope) for b in c.blocks.values()}) == 1
+    assert "__deepcopy__" not in vars(ir.Block)
