@@ -15,9 +15,11 @@ of one block); a variable that does not qualify keeps its slot. A cold compile o
 world: those passes ~9 -> ~4 CPU s, the whole ~9 CPU s less (bench/README.md); the machine code
 runs as fast.
 """
+import contextlib
 from collections import defaultdict
 
 _pass = []
+_missing = []       # while a kernel compiles: {(id(target context), signature)} without __array__
 
 
 def stack_free_variables(blocks) -> set:
@@ -96,3 +98,37 @@ def lowering_pass():
 
     _pass.append(KernelLowering)
     return KernelLowering
+
+
+@contextlib.contextmanager
+def remembered_missing_array_lowerings():
+    """numba lowers each use of an array's fields (`a[i]`, `a.shape`...) by asking its target
+    context for the type's `__array__` lowering (what makes an array of a wrapper type), which
+    plain arrays have not: each such lookup fails, makes the context reload its registries and
+    fails again (~3600 in a cold compile of the bundled world, ~1 CPU s). Until the outermost
+    kernel compile ends, a failed lookup fails at once."""
+    from numba.core.base import BaseContext
+    if not hasattr(BaseContext.get_function, "numbas"):
+        numbas = BaseContext.get_function
+
+        def get_function(self, fn, sig, _firstcall=True):
+            if not (_missing and isinstance(fn, str) and fn == "__array__"):
+                return numbas(self, fn, sig, _firstcall)
+            key = id(self), sig
+            if key in _missing[0]:
+                raise NotImplementedError(f"No definition for lowering {fn}{sig}")
+            try:
+                return numbas(self, fn, sig, _firstcall)
+            except NotImplementedError:
+                _missing[0].add(key)
+                raise
+        get_function.numbas = numbas
+        BaseContext.get_function = get_function
+    if _missing:
+        yield
+        return
+    _missing.append(set())
+    try:
+        yield
+    finally:
+        _missing.clear()

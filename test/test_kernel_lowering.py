@@ -1,8 +1,12 @@
 """How kernels compile (_kernel_lowering, _kernel_inlining): which variables become SSA values,
-that kernels lowered so compute what Python computes, and that an inlined helper's IR is made
+that kernels lowered so compute what Python computes, that an inlined helper's IR is made once
+per compile and its copies share one scope, and that a missing `__array__` lowering is looked up
 once per compile."""
+import sys
+
 import numba
 import numpy as np
+import pytest
 from numba.core.compiler import run_frontend
 
 from mbsim_ros import _kernel_lowering
@@ -107,3 +111,32 @@ def test_the_blocks_of_an_inlined_copy_share_one_copy_of_the_scope(monkeypatch, 
     for c in copies:
         assert len(c.blocks) > 1 and len({id(b.scope) for b in c.blocks.values()}) == 1
     assert "__deepcopy__" not in vars(ir.Block)
+
+
+def _many_reads(a, b):
+    s = 0.0
+    for i in range(a.shape[0]):
+        s += a[i] * b[i] + a[i] - b[i] * a[0] + a[-1] * b[-1] - a[1] + b[1] * b[0] - a[2] * b[2]
+    return s
+
+
+def test_a_missing_array_lowering_is_looked_up_once_per_compile(monkeypatch, tmp_path):
+    """Each read of an array's fields asks the target context for an `__array__` lowering that
+    plain arrays lack; numba's failed lookup reloads the context's registries each time. While a
+    kernel compiles, the failure is remembered: a few reloads, not one per read."""
+    from numba.core.base import BaseContext
+    monkeypatch.setattr(numba.config, "CACHE_DIR", str(tmp_path))
+    refreshes = []
+    numbas = BaseContext.refresh
+
+    def refresh(self):             # those of a failed `__array__` lookup (numba's get_function)
+        if sys._getframe(1).f_locals.get("fn") == "__array__":
+            refreshes.append(1)
+        return numbas(self)
+    monkeypatch.setattr(BaseContext, "refresh", refresh)
+    compiled = kernel()(_many_reads)
+    a, b = np.arange(1.0, 6.0), np.linspace(-1.0, 2.0, 5)
+    assert compiled(a, b) == _many_reads(a, b)
+    assert len(refreshes) == 1         # one array type (a and b): one failed lookup
+    with pytest.raises(NotImplementedError):     # outside a compile numba's lookup, as before
+        compiled.targetctx.get_function("__array__", numba.core.typing.signature(numba.float64[:], numba.float64[:]))
