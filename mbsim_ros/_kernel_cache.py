@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ._kernel_inlining import remembered_inlinees
 from ._kernel_ir import quicker_list_vars
-from ._kernel_lowering import lowering_pass, remembered_missing_array_lowerings
+from ._kernel_lowering import lowering_pass, remembered_lowering_lookups
 
 PACKAGE = Path(__file__).parent
 # how kernels compile (the decorator's options, the lowering): a change is a new version of every cache
@@ -306,7 +306,7 @@ def _compiler_using(library_class):
             if self.state.library is None:
                 self.state.library = library_class(self.state.targetctx.codegen(), func.__qualname__)
                 self.state.library.enable_object_caching()
-            with _fewer_collections(), remembered_inlinees(), remembered_missing_array_lowerings():
+            with _fewer_collections(), remembered_inlinees(), remembered_lowering_lookups():
                 return super().compile_extra(func)
     return KernelCompiler
 

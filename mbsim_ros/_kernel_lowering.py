@@ -19,7 +19,7 @@ import contextlib
 from collections import defaultdict
 
 _pass = []
-_missing = []       # while a kernel compiles: {(id(target context), signature)} without __array__
+_remembered = []    # while a kernel compiles: {lookup: its answer} (remembered_lowering_lookups)
 
 
 def stack_free_variables(blocks) -> set:
@@ -101,34 +101,50 @@ def lowering_pass():
 
 
 @contextlib.contextmanager
-def remembered_missing_array_lowerings():
-    """numba lowers each use of an array's fields (`a[i]`, `a.shape`...) by asking its target
-    context for the type's `__array__` lowering (what makes an array of a wrapper type), which
-    plain arrays have not: each such lookup fails, makes the context reload its registries and
-    fails again (~3600 in a cold compile of the bundled world, ~1 CPU s). Until the outermost
-    kernel compile ends, a failed lookup fails at once."""
-    from numba.core.base import BaseContext
-    if not hasattr(BaseContext.get_function, "numbas"):
-        numbas = BaseContext.get_function
+def remembered_lowering_lookups():
+    """Two lookups numba repeats while lowering, remembered until the outermost kernel compile
+    ends (~2 CPU s of a cold compile of the bundled world):
+    - each use of an array's fields (`a[i]`, `a.shape`...) asks the target context for the
+      type's `__array__` lowering (what makes an array of a wrapper type), which plain arrays
+      lack: the lookup failed, made the context reload its registries and failed again, ~3600
+      times. A failed lookup now fails at once.
+    - each use of an operation's lowering asks whether the implementation takes a `loc`
+      argument, by Python's inspect.signature (~13 000 times): now once per implementation."""
+    from numba.core import base
+    if not hasattr(base.BaseContext.get_function, "numbas"):
+        numbas_get_function, numbas_has_loc = base.BaseContext.get_function, base._has_loc
 
         def get_function(self, fn, sig, _firstcall=True):
-            if not (_missing and isinstance(fn, str) and fn == "__array__"):
-                return numbas(self, fn, sig, _firstcall)
+            if not (_remembered and isinstance(fn, str) and fn == "__array__"):
+                return numbas_get_function(self, fn, sig, _firstcall)
             key = id(self), sig
-            if key in _missing[0]:
+            if key in _remembered[0]:
                 raise NotImplementedError(f"No definition for lowering {fn}{sig}")
             try:
-                return numbas(self, fn, sig, _firstcall)
+                return numbas_get_function(self, fn, sig, _firstcall)
             except NotImplementedError:
-                _missing[0].add(key)
+                _remembered[0][key] = False
                 raise
-        get_function.numbas = numbas
-        BaseContext.get_function = get_function
-    if _missing:
+
+        def has_loc(fn):
+            if not _remembered:
+                return numbas_has_loc(fn)
+            key = "loc", fn
+            try:
+                known = key in _remembered[0]
+            except TypeError:           # an unhashable implementation
+                return numbas_has_loc(fn)
+            if not known:
+                _remembered[0][key] = numbas_has_loc(fn)
+            return _remembered[0][key]
+        get_function.numbas = numbas_get_function
+        base.BaseContext.get_function = get_function
+        base._has_loc = has_loc
+    if _remembered:
         yield
         return
-    _missing.append(set())
+    _remembered.append({})
     try:
         yield
     finally:
-        _missing.clear()
+        _remembered.clear()

@@ -1,7 +1,7 @@
 """How kernels compile (_kernel_lowering, _kernel_inlining): which variables become SSA values,
 that kernels lowered so compute what Python computes, that an inlined helper's IR is made once
 per compile and its copies share one scope, and that a missing `__array__` lowering is looked up
-once per compile."""
+once per compile, as is whether an operation's lowering takes `loc`."""
 import sys
 
 import numba
@@ -120,10 +120,11 @@ def _many_reads(a, b):
     return s
 
 
-def test_a_missing_array_lowering_is_looked_up_once_per_compile(monkeypatch, tmp_path):
+def test_lookups_repeated_while_lowering_are_made_once_per_compile(monkeypatch, tmp_path):
     """Each read of an array's fields asks the target context for an `__array__` lowering that
-    plain arrays lack; numba's failed lookup reloads the context's registries each time. While a
-    kernel compiles, the failure is remembered: a few reloads, not one per read."""
+    plain arrays lack (numba's failed lookup reloads the context's registries each time), and
+    each operation's lowering is asked whether it takes `loc`. While a kernel compiles, both
+    answers are remembered."""
     from numba.core.base import BaseContext
     monkeypatch.setattr(numba.config, "CACHE_DIR", str(tmp_path))
     refreshes = []
@@ -134,9 +135,18 @@ def test_a_missing_array_lowering_is_looked_up_once_per_compile(monkeypatch, tmp
             refreshes.append(1)
         return numbas(self)
     monkeypatch.setattr(BaseContext, "refresh", refresh)
+    inspected = []
+    pysignature = numba.core.utils.pysignature
+
+    def recorded(fn):               # whether an implementation takes `loc` (numba's _has_loc)
+        if sys._getframe(1).f_code.co_name == "_has_loc":
+            inspected.append(fn)
+        return pysignature(fn)
+    monkeypatch.setattr(numba.core.utils, "pysignature", recorded)
     compiled = kernel()(_many_reads)
     a, b = np.arange(1.0, 6.0), np.linspace(-1.0, 2.0, 5)
     assert compiled(a, b) == _many_reads(a, b)
     assert len(refreshes) == 1         # one array type (a and b): one failed lookup
+    assert inspected and len(inspected) == len(set(inspected))     # each implementation once
     with pytest.raises(NotImplementedError):     # outside a compile numba's lookup, as before
         compiled.targetctx.get_function("__array__", numba.core.typing.signature(numba.float64[:], numba.float64[:]))
