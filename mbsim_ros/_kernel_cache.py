@@ -21,9 +21,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from ._kernel_inlining import remembered_inlinees
+from ._kernel_inlining import install_inlining
 from ._kernel_ir import quicker_list_vars
-from ._kernel_lowering import lowering_pass, remembered_lowering_lookups
+from ._kernel_lowering import install_lowering_lookups, lowering_pass
+from ._kernel_memo import compile_memo
 
 PACKAGE = Path(__file__).parent
 # how kernels compile (the decorator's options, the lowering): a change is a new version of every cache
@@ -288,12 +289,15 @@ def _simplify_functions(codegen, ll_module):
 
 def _compiler_using(library_class):
     """numba's compiler (an njit pipeline class) whose code library is a `library_class`, with
-    object caching on, as numba's own library is, and whose lowering keeps fewer stack slots
-    (_kernel_lowering)."""
+    object caching on, as numba's own library is, whose lowering keeps fewer stack slots
+    (_kernel_lowering), and which remembers what numba works out again and again until the
+    outermost compile ends (_kernel_memo: inlined helpers, lowering lookups)."""
     from numba.core.compiler import Compiler
     from numba.core.typed_passes import NativeLowering
 
     kernel_lowering = lowering_pass()
+    install_inlining()
+    install_lowering_lookups()
 
     class KernelCompiler(Compiler):
         def define_pipelines(self):
@@ -306,7 +310,7 @@ def _compiler_using(library_class):
             if self.state.library is None:
                 self.state.library = library_class(self.state.targetctx.codegen(), func.__qualname__)
                 self.state.library.enable_object_caching()
-            with _fewer_collections(), remembered_inlinees(), remembered_lowering_lookups():
+            with _fewer_collections(), compile_memo():
                 return super().compile_extra(func)
     return KernelCompiler
 

@@ -9,28 +9,14 @@ numba copies the helper's IR block by block, each block on its own, and each cop
 copied the helper's whole scope (every variable) again, to be merged back into one scope by
 equality: while kernels compile, the blocks of one copy share one copy of the scope (the
 inlining took ~1/3 less time)."""
-import contextlib
 import copy
 
-_remembered = []        # while a kernel compiles: {key: untyped IR of an inlined function}
+from ._kernel_memo import memo
 
 
-@contextlib.contextmanager
-def remembered_inlinees():
-    """Remember the IR of inlined functions until the outermost kernel compile ends (a source
-    may change between compiles)."""
-    _install()
-    if _remembered:
-        yield
-        return
-    _remembered.append({})
-    try:
-        yield
-    finally:
-        _remembered.clear()
-
-
-def _install():
+def install_inlining():
+    """numba's inliner, with the helper's IR kept in the compile's memo (_kernel_memo) and its
+    copies sharing one scope, while a kernel compiles (once)."""
     from numba.core import bytecode, ir
     from numba.core.inline_closurecall import InlineWorker
     if hasattr(InlineWorker.run_untyped_passes, "numbas"):
@@ -38,12 +24,11 @@ def _install():
     numbas = InlineWorker.run_untyped_passes
 
     def run_untyped_passes(self, func, enable_ssa=False):
-        flags = self.flags
-        if not _remembered or self.locals or flags is None:
+        flags, known = self.flags, memo()
+        if known is None or self.locals or flags is None:
             return numbas(self, func, enable_ssa)
-        key = (func, enable_ssa, flags.enable_looplift, flags.force_pyobject, flags.no_rewrites,
+        key = ("inlinee", func, enable_ssa, flags.enable_looplift, flags.force_pyobject, flags.no_rewrites,
                tuple(sorted(vars(flags.auto_parallel).items())), id(self.targetctx))
-        known = _remembered[0]
         if key not in known:
             known[key] = numbas(self, func, enable_ssa)
         flags.enable_ssa = enable_ssa           # as numba's run leaves the caller's flags
@@ -56,7 +41,7 @@ def _install():
     inline_ir = InlineWorker.inline_ir
 
     def inline_ir_sharing_scopes(self, *args, **kwargs):
-        if not _remembered:
+        if memo() is None:
             return inline_ir(self, *args, **kwargs)
         copies = {}         # id(scope) -> (scope, its copy): the scopes copied during this inlining
 

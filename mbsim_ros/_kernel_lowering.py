@@ -15,11 +15,11 @@ of one block); a variable that does not qualify keeps its slot. A cold compile o
 world: those passes ~9 -> ~4 CPU s, the whole ~9 CPU s less (bench/README.md); the machine code
 runs as fast.
 """
-import contextlib
 from collections import defaultdict
 
+from ._kernel_memo import memo
+
 _pass = []
-_remembered = []    # while a kernel compiles: {lookup: its answer} (remembered_lowering_lookups)
 
 
 def stack_free_variables(blocks) -> set:
@@ -100,10 +100,9 @@ def lowering_pass():
     return KernelLowering
 
 
-@contextlib.contextmanager
-def remembered_lowering_lookups():
-    """Two lookups numba repeats while lowering, remembered until the outermost kernel compile
-    ends (~2 CPU s of a cold compile of the bundled world):
+def install_lowering_lookups():
+    """Two lookups numba repeats while lowering, remembered in the compile's memo (_kernel_memo)
+    while a kernel compiles (~2 CPU s of a cold compile of the bundled world):
     - each use of an array's fields (`a[i]`, `a.shape`...) asks the target context for the
       type's `__array__` lowering (what makes an array of a wrapper type), which plain arrays
       lack: the lookup failed, made the context reload its registries and failed again, ~3600
@@ -115,36 +114,29 @@ def remembered_lowering_lookups():
         numbas_get_function, numbas_has_loc = base.BaseContext.get_function, base._has_loc
 
         def get_function(self, fn, sig, _firstcall=True):
-            if not (_remembered and isinstance(fn, str) and fn == "__array__"):
+            known = memo()
+            if known is None or not (isinstance(fn, str) and fn == "__array__"):
                 return numbas_get_function(self, fn, sig, _firstcall)
-            key = id(self), sig
-            if key in _remembered[0]:
+            key = "no __array__", id(self), sig
+            if key in known:
                 raise NotImplementedError(f"No definition for lowering {fn}{sig}")
             try:
                 return numbas_get_function(self, fn, sig, _firstcall)
             except NotImplementedError:
-                _remembered[0][key] = False
+                known[key] = True
                 raise
 
         def has_loc(fn):
-            if not _remembered:
-                return numbas_has_loc(fn)
-            key = "loc", fn
+            known = memo()
             try:
-                known = key in _remembered[0]
+                if known is not None and ("takes loc", fn) in known:
+                    return known["takes loc", fn]
             except TypeError:           # an unhashable implementation
                 return numbas_has_loc(fn)
-            if not known:
-                _remembered[0][key] = numbas_has_loc(fn)
-            return _remembered[0][key]
+            answer = numbas_has_loc(fn)
+            if known is not None:
+                known["takes loc", fn] = answer
+            return answer
         get_function.numbas = numbas_get_function
         base.BaseContext.get_function = get_function
         base._has_loc = has_loc
-    if _remembered:
-        yield
-        return
-    _remembered.append({})
-    try:
-        yield
-    finally:
-        _remembered.clear()

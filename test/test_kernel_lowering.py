@@ -93,7 +93,7 @@ def test_the_blocks_of_an_inlined_copy_share_one_copy_of_the_scope(monkeypatch, 
     from numba.core.inline_closurecall import InlineWorker
     from mbsim_ros import _kernel_inlining
     monkeypatch.setattr(numba.config, "CACHE_DIR", str(tmp_path))
-    _kernel_inlining._install()
+    _kernel_inlining.install_inlining()
     sharing = InlineWorker.inline_ir
     copies = []
 
