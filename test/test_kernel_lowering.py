@@ -88,7 +88,8 @@ def test_an_inlined_helper_is_made_once_per_compile_and_inlined_as_numba_would(m
 def test_the_blocks_of_an_inlined_copy_share_one_copy_of_the_scope(monkeypatch, tmp_path):
     """numba copies an inlined helper's IR block by block, each with a copy of the whole scope;
     while a kernel compiles, one copy of the scope serves every block of a copy, the helper's own
-    IR keeps its scope, and the copy hook is gone after the inlining."""
+    IR keeps its scope, the copies share its source locations, and the copy hooks are gone after
+    the inlining."""
     from numba.core import ir
     from numba.core.inline_closurecall import InlineWorker
     from mbsim_ros import _kernel_inlining
@@ -99,8 +100,9 @@ def test_the_blocks_of_an_inlined_copy_share_one_copy_of_the_scope(monkeypatch, 
 
     def inline_ir(self, caller_ir, block, i, callee_ir, *args, **kwargs):
         names = set(callee_ir.blocks[min(callee_ir.blocks)].scope.localvars._con)
+        locs = {id(stmt.loc) for b in callee_ir.blocks.values() for stmt in b.body}
         out = sharing(self, caller_ir, block, i, callee_ir, *args, **kwargs)
-        copies.append(out[0])           # numba's unchanged copy of the helper's IR
+        copies.append((out[0], locs))   # numba's unchanged copy of the helper's IR
         assert set(callee_ir.blocks[min(callee_ir.blocks)].scope.localvars._con) == names
         return out
     monkeypatch.setattr(InlineWorker, "inline_ir", inline_ir)
@@ -108,9 +110,11 @@ def test_the_blocks_of_an_inlined_copy_share_one_copy_of_the_scope(monkeypatch, 
     f = _scaled_sum.py_func
     assert compiled(2.0, 3.0) == f(2.0, 1.0) + f(3.0, 2.0) * f(2.0, 3.0)
     assert len(copies) == 3
-    for c in copies:
+    for c, locs in copies:
         assert len(c.blocks) > 1 and len({id(b.scope) for b in c.blocks.values()}) == 1
-    assert "__deepcopy__" not in vars(ir.Block)
+        copied = {id(stmt.loc) for b in c.blocks.values() for stmt in b.body}
+        assert copied and copied <= locs        # the helper's own source locations
+    assert "__deepcopy__" not in vars(ir.Block) and "__deepcopy__" not in vars(ir.Loc)
 
 
 def _many_reads(a, b):
