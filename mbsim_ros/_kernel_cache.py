@@ -21,8 +21,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from ._kernel_inlining import remembered_inlinees
-from ._kernel_lowering import lowering_pass
+from ._kernel_inlining import install_inlining
+from ._kernel_ir import quicker_list_vars
+from ._kernel_lowering import install_lowering_lookups, lowering_pass
+from ._kernel_memo import compile_memo
 
 PACKAGE = Path(__file__).parent
 # how kernels compile (the decorator's options, the lowering): a change is a new version of every cache
@@ -90,6 +92,7 @@ def kernel(python=True, **options):
     from numba import njit
     _quicker_target_config_values()
     _remember_operator_typing()
+    quicker_list_vars()
 
     def decorate(fn):
         if python:
@@ -286,12 +289,15 @@ def _simplify_functions(codegen, ll_module):
 
 def _compiler_using(library_class):
     """numba's compiler (an njit pipeline class) whose code library is a `library_class`, with
-    object caching on, as numba's own library is, and whose lowering keeps fewer stack slots
-    (_kernel_lowering)."""
+    object caching on, as numba's own library is, whose lowering keeps fewer stack slots
+    (_kernel_lowering), and which remembers what numba works out again and again until the
+    outermost compile ends (_kernel_memo: inlined helpers, lowering lookups)."""
     from numba.core.compiler import Compiler
     from numba.core.typed_passes import NativeLowering
 
     kernel_lowering = lowering_pass()
+    install_inlining()
+    install_lowering_lookups()
 
     class KernelCompiler(Compiler):
         def define_pipelines(self):
@@ -304,7 +310,7 @@ def _compiler_using(library_class):
             if self.state.library is None:
                 self.state.library = library_class(self.state.targetctx.codegen(), func.__qualname__)
                 self.state.library.enable_object_caching()
-            with _fewer_collections(), remembered_inlinees():
+            with _fewer_collections(), compile_memo():
                 return super().compile_extra(func)
     return KernelCompiler
 
@@ -335,6 +341,24 @@ def _fewer_collections():
         gc.set_threshold(*before)
 
 
+@contextlib.contextmanager
+def _llvm_lock_without_callbacks():
+    """numba asks llvmlite to call it back whenever the lock of LLVM's C API is taken and given
+    back (before and after every call into LLVM, ~60 000 in a cold compile of the bundled world),
+    to broadcast a "numba:llvm_lock" event to the timers each compile level installs (~9-20 us a
+    call instead of ~1). While a kernel compiles or loads from the cache, the lock calls nobody
+    back: those timers, which only feed numba's compile metadata, stay empty for our kernels."""
+    from llvmlite.binding import ffi
+    callbacks = list(getattr(getattr(ffi.lib, "_lock", None), "_cblist", ()))
+    for acquired, released in callbacks:
+        ffi.unregister_lock_callback(acquired, released)
+    try:
+        yield
+    finally:
+        for acquired, released in callbacks:
+            ffi.register_lock_callback(acquired, released)
+
+
 def _drop_dead_arguments(module, own, target_machine):
     """LLVM's dead argument elimination over the functions of `module` not named in `own`,
     which are then renamed after own (the same kernel compiles to the same names) and linked
@@ -363,7 +387,8 @@ _kernel_classes = {}
 def _kernel_class(base, python):
     """A subclass of numba's dispatcher `base`: for an entry kernel (python=True), one that
     refuses a signature returning an array; for a kernel-only one, one that refuses calls from
-    Python."""
+    Python. Either compiles or loads from the cache with LLVM's lock calling nobody back
+    (_llvm_lock_without_callbacks)."""
     if (base, python) not in _kernel_classes:
         if python:
             def add_overload(self, cres, *args, **kwargs):   # every compilation and cache load
@@ -382,6 +407,10 @@ def _kernel_class(base, python):
                 raise TypeError(f"{self.py_func.__qualname__} is called from numba kernels only "
                                 "(it has no Python entry point)")
             methods = {"__call__": __call__}
+        def compile(self, sig):
+            with _llvm_lock_without_callbacks():
+                return base.compile(self, sig)
+        methods["compile"] = compile
         name = ("Kernel" if python else "KernelOnly") + base.__name__
         _kernel_classes[base, python] = type(name, (base,), dict(methods, __module__=__name__))
     return _kernel_classes[base, python]

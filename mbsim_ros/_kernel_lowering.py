@@ -17,6 +17,8 @@ runs as fast.
 """
 from collections import defaultdict
 
+from ._kernel_memo import memo
+
 _pass = []
 
 
@@ -96,3 +98,45 @@ def lowering_pass():
 
     _pass.append(KernelLowering)
     return KernelLowering
+
+
+def install_lowering_lookups():
+    """Two lookups numba repeats while lowering, remembered in the compile's memo (_kernel_memo)
+    while a kernel compiles (~2 CPU s of a cold compile of the bundled world):
+    - each use of an array's fields (`a[i]`, `a.shape`...) asks the target context for the
+      type's `__array__` lowering (what makes an array of a wrapper type), which plain arrays
+      lack: the lookup failed, made the context reload its registries and failed again, ~3600
+      times. A failed lookup now fails at once.
+    - each use of an operation's lowering asks whether the implementation takes a `loc`
+      argument, by Python's inspect.signature (~13 000 times): now once per implementation."""
+    from numba.core import base
+    if not hasattr(base.BaseContext.get_function, "numbas"):
+        numbas_get_function, numbas_has_loc = base.BaseContext.get_function, base._has_loc
+
+        def get_function(self, fn, sig, _firstcall=True):
+            known = memo()
+            if known is None or not (isinstance(fn, str) and fn == "__array__"):
+                return numbas_get_function(self, fn, sig, _firstcall)
+            key = "no __array__", id(self), sig
+            if key in known:
+                raise NotImplementedError(f"No definition for lowering {fn}{sig}")
+            try:
+                return numbas_get_function(self, fn, sig, _firstcall)
+            except NotImplementedError:
+                known[key] = True
+                raise
+
+        def has_loc(fn):
+            known = memo()
+            try:
+                if known is not None and ("takes loc", fn) in known:
+                    return known["takes loc", fn]
+            except TypeError:           # an unhashable implementation
+                return numbas_has_loc(fn)
+            answer = numbas_has_loc(fn)
+            if known is not None:
+                known["takes loc", fn] = answer
+            return answer
+        get_function.numbas = numbas_get_function
+        base.BaseContext.get_function = get_function
+        base._has_loc = has_loc

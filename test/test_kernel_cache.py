@@ -323,3 +323,38 @@ def test_remembered_operator_typing_is_numbas_own():
     listed = (types.List(types.float64, reflected=False), types.int64)
     getitem = context.resolve_value_type(operator.getitem)
     assert getitem.get_call_type(context, listed, {}) is not getitem.get_call_type(context, listed, {})
+
+
+def _sum_of_squares(a):
+    s = 0.0
+    for x in a:
+        s += x * x
+    return s
+
+
+def test_kernels_compile_without_llvm_lock_callbacks_and_give_them_back(tmp_path, monkeypatch):
+    """numba broadcasts an event each time LLVM's lock is taken; not while our kernels compile,
+    and its callbacks are back after the compile."""
+    import numpy as np
+    from llvmlite import binding as ll
+    from llvmlite.binding import ffi
+    from numba.core import event
+
+    from mbsim_ros._kernel_cache import kernel
+    monkeypatch.setattr(numba.config, "CACHE_DIR", str(tmp_path))
+    before = list(ffi.lib._lock._cblist)
+    assert before                   # numba's own
+    locks = []
+    numbas = event.start_event
+
+    def start_event(kind, data=None):
+        if kind == "numba:llvm_lock":
+            locks.append(kind)
+        return numbas(kind, data)
+    monkeypatch.setattr(event, "start_event", start_event)
+    compiled = kernel()(_sum_of_squares)
+    assert compiled(np.arange(4.0)) == 14.0         # compiled, LLVM called many times
+    assert locks == []
+    assert ffi.lib._lock._cblist == before
+    ll.parse_assembly("")           # outside a compile numba hears of the lock again
+    assert locks

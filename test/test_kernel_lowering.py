@@ -1,8 +1,12 @@
 """How kernels compile (_kernel_lowering, _kernel_inlining): which variables become SSA values,
-that kernels lowered so compute what Python computes, and that an inlined helper's IR is made
-once per compile."""
+that kernels lowered so compute what Python computes, that an inlined helper's IR is made once
+per compile and its copies share one scope, and that a missing `__array__` lowering is looked up
+once per compile, as is whether an operation's lowering takes `loc`."""
+import sys
+
 import numba
 import numpy as np
+import pytest
 from numba.core.compiler import run_frontend
 
 from mbsim_ros import _kernel_lowering
@@ -79,3 +83,74 @@ def test_an_inlined_helper_is_made_once_per_compile_and_inlined_as_numba_would(m
     for x, y in ((2.0, 3.0), (-1.5, 0.25)):
         assert compiled(x, y) == f(x, 1.0) + f(y, 2.0) * f(x, y)
     assert translated.count("_scaled_sum") == 1            # three call sites, one translation
+
+
+def test_the_blocks_of_an_inlined_copy_share_one_copy_of_the_scope(monkeypatch, tmp_path):
+    """numba copies an inlined helper's IR block by block, each with a copy of the whole scope;
+    while a kernel compiles, one copy of the scope serves every block of a copy, the helper's own
+    IR keeps its scope, the copies share its source locations, and the copy hooks are gone after
+    the inlining."""
+    from numba.core import ir
+    from numba.core.inline_closurecall import InlineWorker
+    from mbsim_ros import _kernel_inlining
+    monkeypatch.setattr(numba.config, "CACHE_DIR", str(tmp_path))
+    _kernel_inlining.install_inlining()
+    sharing = InlineWorker.inline_ir
+    copies = []
+
+    def inline_ir(self, caller_ir, block, i, callee_ir, *args, **kwargs):
+        names = set(callee_ir.blocks[min(callee_ir.blocks)].scope.localvars._con)
+        locs = {id(stmt.loc) for b in callee_ir.blocks.values() for stmt in b.body}
+        out = sharing(self, caller_ir, block, i, callee_ir, *args, **kwargs)
+        copies.append((out[0], locs))   # numba's unchanged copy of the helper's IR
+        assert set(callee_ir.blocks[min(callee_ir.blocks)].scope.localvars._con) == names
+        return out
+    monkeypatch.setattr(InlineWorker, "inline_ir", inline_ir)
+    compiled = kernel()(_three_sites)
+    f = _scaled_sum.py_func
+    assert compiled(2.0, 3.0) == f(2.0, 1.0) + f(3.0, 2.0) * f(2.0, 3.0)
+    assert len(copies) == 3
+    for c, locs in copies:
+        assert len(c.blocks) > 1 and len({id(b.scope) for b in c.blocks.values()}) == 1
+        copied = {id(stmt.loc) for b in c.blocks.values() for stmt in b.body}
+        assert copied and copied <= locs        # the helper's own source locations
+    assert "__deepcopy__" not in vars(ir.Block) and "__deepcopy__" not in vars(ir.Loc)
+
+
+def _many_reads(a, b):
+    s = 0.0
+    for i in range(a.shape[0]):
+        s += a[i] * b[i] + a[i] - b[i] * a[0] + a[-1] * b[-1] - a[1] + b[1] * b[0] - a[2] * b[2]
+    return s
+
+
+def test_lookups_repeated_while_lowering_are_made_once_per_compile(monkeypatch, tmp_path):
+    """Each read of an array's fields asks the target context for an `__array__` lowering that
+    plain arrays lack (numba's failed lookup reloads the context's registries each time), and
+    each operation's lowering is asked whether it takes `loc`. While a kernel compiles, both
+    answers are remembered."""
+    from numba.core.base import BaseContext
+    monkeypatch.setattr(numba.config, "CACHE_DIR", str(tmp_path))
+    refreshes = []
+    numbas = BaseContext.refresh
+
+    def refresh(self):             # those of a failed `__array__` lookup (numba's get_function)
+        if sys._getframe(1).f_locals.get("fn") == "__array__":
+            refreshes.append(1)
+        return numbas(self)
+    monkeypatch.setattr(BaseContext, "refresh", refresh)
+    inspected = []
+    pysignature = numba.core.utils.pysignature
+
+    def recorded(fn):               # whether an implementation takes `loc` (numba's _has_loc)
+        if sys._getframe(1).f_code.co_name == "_has_loc":
+            inspected.append(fn)
+        return pysignature(fn)
+    monkeypatch.setattr(numba.core.utils, "pysignature", recorded)
+    compiled = kernel()(_many_reads)
+    a, b = np.arange(1.0, 6.0), np.linspace(-1.0, 2.0, 5)
+    assert compiled(a, b) == _many_reads(a, b)
+    assert len(refreshes) == 1         # one array type (a and b): one failed lookup
+    assert inspected and len(inspected) == len(set(inspected))     # each implementation once
+    with pytest.raises(NotImplementedError):     # outside a compile numba's lookup, as before
+        compiled.targetctx.get_function("__array__", numba.core.typing.signature(numba.float64[:], numba.float64[:]))

@@ -11,7 +11,8 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "mbsim_ros"
 
 # lowest first; one level may hold several packages that must not import each other
 LAYERS = [
-    ["_kernel_lowering", "_kernel_inlining"],
+    ["_kernel_memo"],
+    ["_kernel_lowering", "_kernel_inlining", "_kernel_ir"],
     ["_kernel_cache"],
     ["model"],
     ["formats", "dynamics"],
