@@ -41,7 +41,7 @@ def install_inlining():
 
     inline_ir = InlineWorker.inline_ir
 
-    def same_loc(loc, memo):        # a source location is a value nothing changes: shared
+    def same_loc(loc, copied):      # a source location is a value nothing changes: shared
         return loc
 
     def inline_ir_sharing_scopes(self, *args, **kwargs):
@@ -49,14 +49,14 @@ def install_inlining():
             return inline_ir(self, *args, **kwargs)
         copies = {}         # id(scope) -> (scope, its copy): the scopes copied during this inlining
 
-        def copy_block(block, memo):        # what copy.deepcopy does, the scope's copy shared
+        def copy_block(block, copied):      # what copy.deepcopy does, the scope's copy shared
             scope = block.scope
             if id(scope) not in copies:
-                copies[id(scope)] = (scope, copy.deepcopy(scope, memo))
-            memo[id(scope)] = copies[id(scope)][1]
+                copies[id(scope)] = (scope, copy.deepcopy(scope, copied))
+            copied[id(scope)] = copies[id(scope)][1]
             new = ir.Block.__new__(ir.Block)
-            memo[id(block)] = new
-            new.__dict__.update(copy.deepcopy(block.__dict__, memo))
+            copied[id(block)] = new
+            new.__dict__.update(copy.deepcopy(block.__dict__, copied))
             return new
         ir.Block.__deepcopy__ = copy_block
         ir.Loc.__deepcopy__ = same_loc
