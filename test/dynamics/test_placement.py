@@ -81,3 +81,65 @@ def test_a_mimic_finger_follows_its_leader_through_the_solver():
     qa, qb = sim.q[ia[0]], sim.q[ib[0]]
     assert qa > 0.01
     assert qb == pytest.approx(-qa + 0.001, abs=1e-6)
+
+
+def test_the_start_check_compiles_no_collision_kernel_when_no_shapes_of_two_models_can_meet(monkeypatch):
+    """SR1 as its file places it on the floor (soles 5 mm above): the start check proves from the
+    shapes' extents along the floor's normal that nothing overlaps, so it never calls (and a cold
+    start never compiles) the collision kernel; 45 mm into the floor it does call it, and finds
+    soles and ankles."""
+    import mbsim_ros.dynamics.placement as placement
+    calls = []
+    kernel = placement.collide_kernel
+    monkeypatch.setattr(placement, "collide_kernel", lambda *a: calls.append(1) or kernel(*a))
+    robot, floor = mb.load_model(BUNDLED / "SR1.wrl"), mb.load_model(BUNDLED / "floor.wrl")
+    assert overlaps(mb.Simulation([robot, floor], dt=1e-3)) == [] and calls == []
+    sunk = overlaps(mb.Simulation([robot, floor], dt=1e-3, poses=[lifted(-0.05), None]))
+    assert calls == [1] and {a for a, _, _, _ in sunk} == {"LLEG_ANKLE_R", "RLEG_ANKLE_R", "LLEG_ANKLE_P", "RLEG_ANKLE_P"}
+
+
+def test_the_start_check_lets_every_overlap_through_to_the_collision_kernel():
+    """Random poses of every pair of shape kinds, close enough to touch about half the time: each
+    time the collision kernel finds the two interpenetrating by more than min_depth, the start
+    check's bound (_may_overlap) lets the pair through; and it turns away most pairs that do not
+    touch at all (a bound that let everything through would compile the kernel for every world)."""
+    from scipy.spatial.transform import Rotation
+
+    from mbsim_ros.dynamics.collision.collide import collide_kernel
+    from mbsim_ros.dynamics.collision.geoms import compile_geoms, contacts_list
+    from mbsim_ros.dynamics.compiled import compile_models
+    from mbsim_ros.dynamics.placement import _may_overlap
+    from mbsim_ros.model import Joint, Link, Model, Shape
+
+    cube = np.array([[x, y, z] for x in (-0.1, 0.1) for y in (-0.1, 0.1) for z in (-0.1, 0.1)])
+    shapes = [Shape("sphere", radius=0.3), Shape("box", size=[0.6, 0.4, 0.2]), Shape("capsule", radius=0.1, length=0.6),
+              Shape("cylinder", radius=0.2, length=0.6), Shape("cone", radius=0.2, length=0.6),
+              Shape("mesh", vertices=cube), Shape("plane")]
+
+    def body(name, shape):
+        m = Model(name)
+        m.add_link(Link(f"{name}_link", 1.0, inertia=0.01 * np.eye(3), collisions=[shape]))
+        m.add_joint(Joint(f"{name}_free", "free", None, f"{name}_link"))
+        return m.finalize()
+
+    rng = np.random.default_rng(7)
+    min_depth, deep, apart, turned_away = 1e-3, 0, 0, 0
+    for a in range(len(shapes)):
+        for b in range(a, len(shapes) - (a == len(shapes) - 1)):
+            models = [body("a", shapes[a]), body("b", shapes[b])]
+            geoms = compile_geoms(models, compile_models(models))
+            for _ in range(60):
+                R = Rotation.random(2, random_state=rng).as_matrix()
+                p = np.array([np.zeros(3), rng.uniform(-0.6, 0.6, 3)])
+                cf, ci, contacts = geoms.new_workspace()
+                n = collide_kernel(geoms.gf, geoms.gi, cf, ci, R, p, 0.0)
+                depth = max((c["depth"] for c in contacts_list(geoms, contacts, n)), default=-1.0)
+                allowed = _may_overlap(geoms, R, p, np.array([0, 1]), min_depth)
+                if depth > min_depth:
+                    deep += 1
+                    assert allowed, (shapes[a].kind, shapes[b].kind, R, p, depth)
+                elif n == 0:
+                    apart += 1
+                    turned_away += not allowed
+    assert deep > 300 and apart > 300
+    assert turned_away > 0.5 * apart, (turned_away, apart)
