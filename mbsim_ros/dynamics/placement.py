@@ -38,38 +38,32 @@ def overlaps(sim, min_depth: float = 1e-3):
 def _may_overlap(geomset, link_R, link_p, model_of, min_depth):
     """False when no candidate pair of geoms of different models can interpenetrate by more than
     min_depth. Two convex shapes penetrate no deeper than their projections on any axis overlap
-    (moving one by that much along the axis parts them): a plane's normal, each shape's own axes
-    and the line through their origins are tried. Half of min_depth is the allowance for the
-    narrow phase reporting more than the true depth (box-box keeps a face axis up to 5 % deeper
-    than an edge axis)."""
+    (moving one by that much along the axis parts them): a plane's normal, the line through the
+    shapes' origins (by their bounding spheres), then each shape's own axes. Half of min_depth is
+    the allowance for the narrow phase reporting more than the true depth (box-box keeps a face
+    axis up to 5 % deeper than an edge axis)."""
     g = geomset.geoms
+    links = g.link
+    R = link_R[links] @ g.R                                   # every geom's world pose at once
+    p = (link_R[links] @ g.p[:, :, None])[:, :, 0] + link_p[links]
     for i, j in g.pairs:
-        if model_of[g.link[i]] == model_of[g.link[j]]:
+        if model_of[links[i]] == model_of[links[j]]:
             continue
-        (Ri, pi), (Rj, pj) = (_geom_pose(g, m, link_R, link_p) for m in (i, j))
-        d = pj - pi
-        if g.kind[i] == PLANE or g.kind[j] == PLANE:      # a half-space: only its normal parts it
-            if g.kind[i] == PLANE:
-                depth = _reach(g, j, Rj, -Ri[:, 2]) - Ri[:, 2].dot(d)
-            else:
-                depth = _reach(g, i, Ri, -Rj[:, 2]) + Rj[:, 2].dot(d)
+        d = p[j] - p[i]
+        if g.kind[i] == PLANE:                                # a half-space: only its normal parts it
+            depth = _reach(g, j, R[j], -R[i][:, 2]) - R[i][:, 2].dot(d)
+        elif g.kind[j] == PLANE:
+            depth = _reach(g, i, R[i], -R[j][:, 2]) + R[j][:, 2].dot(d)
         else:
             depth = g.rbound[i] + g.rbound[j] - np.linalg.norm(d)
             if depth > 0.5 * min_depth:
-                axes = [Ri[:, 0], Ri[:, 1], Ri[:, 2], Rj[:, 0], Rj[:, 1], Rj[:, 2]]
-                for u in axes:
+                for u in (*R[i].T, *R[j].T):
                     along = u.dot(d)
-                    depth = min(depth, _reach(g, i, Ri, u) + _reach(g, j, Rj, -u) - along,
-                                _reach(g, i, Ri, -u) + _reach(g, j, Rj, u) + along)
+                    depth = min(depth, _reach(g, i, R[i], u) + _reach(g, j, R[j], -u) - along,
+                                _reach(g, i, R[i], -u) + _reach(g, j, R[j], u) + along)
         if depth > 0.5 * min_depth:
             return True
     return False
-
-
-def _geom_pose(g, m, link_R, link_p):
-    """(R, p) of geom m in the world."""
-    R, p = link_R[g.link[m]], link_p[g.link[m]]
-    return R @ g.R[m], R @ g.p[m] + p
 
 
 def _reach(g, m, R, u):
