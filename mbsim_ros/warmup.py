@@ -61,11 +61,13 @@ def world_step():
 def run_world():
     """The bundled world as `mbsim run` makes it: hold springs, sensors, the overlap check, the
     TF and bag kernels."""
+    from .dynamics.placement import overlaps
     from .ros.bridge import WARM_UP_JOBS
     from .run import load_config, load_world, build_simulation
     config = load_config(None, {})
     models, _ = load_world(config)
-    build_simulation(models, config, warm_up_jobs=WARM_UP_JOBS)
+    sim = build_simulation(models, config, warm_up_jobs=WARM_UP_JOBS)
+    overlaps(sim, min_depth=-np.inf)     # its collision kernel: the bundled world's start needs none
 
 
 def rendering():
