@@ -67,7 +67,9 @@ def run_world():
     config = load_config(None, {})
     models, _ = load_world(config)
     sim = build_simulation(models, config, warm_up_jobs=WARM_UP_JOBS)
-    overlaps(sim, min_depth=-np.inf)     # its collision kernel: the bundled world's start needs none
+    # the start check's collision kernel, for worlds whose models start inside each other (this
+    # world's own start never calls it); min_depth -inf lets every pair through to it
+    overlaps(sim, min_depth=-np.inf)
 
 
 def rendering():
