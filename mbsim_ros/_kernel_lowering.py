@@ -101,8 +101,11 @@ def lowering_pass():
 
 
 def install_lowering_lookups():
-    """Two lookups numba repeats while lowering, remembered in the compile's memo (_kernel_memo)
-    while a kernel compiles (~2 CPU s of a cold compile of the bundled world):
+    """Lookups numba repeats while lowering, remembered (~4 CPU s of a cold compile of the
+    bundled world). An LLVM type's size, for good: llvmlite makes and parses a module of one
+    global to find it, and numba's lowering asks for the size of each user variable's stack slot
+    (for debug info, which is off), ~2 CPU s. The others in the compile's memo (_kernel_memo)
+    while a kernel compiles:
     - each use of an array's fields (`a[i]`, `a.shape`...) asks the target context for the
       type's `__array__` lowering (what makes an array of a wrapper type), which plain arrays
       lack: the lookup failed, made the context reload its registries and failed again, ~3600
@@ -137,6 +140,19 @@ def install_lowering_lookups():
             if known is not None:
                 known["takes loc", fn] = answer
             return answer
+        numbas_get_abi_sizeof = base.BaseContext.get_abi_sizeof
+
+        def get_abi_sizeof(self, ty):
+            text = str(ty)          # a type's text is its whole structure, but a named struct's
+            if "%" in text:         # (a body of its own, which may change)
+                return numbas_get_abi_sizeof(self, ty)
+            sizes = self.__dict__.setdefault("abi_sizes", {})     # the context's data layout
+            size = sizes.get(text)
+            if size is None:
+                size = sizes[text] = numbas_get_abi_sizeof(self, ty)
+            return size
         get_function.numbas = numbas_get_function
+        get_abi_sizeof.numbas = numbas_get_abi_sizeof
         base.BaseContext.get_function = get_function
+        base.BaseContext.get_abi_sizeof = get_abi_sizeof
         base._has_loc = has_loc

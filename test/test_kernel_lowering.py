@@ -154,3 +154,29 @@ def test_lookups_repeated_while_lowering_are_made_once_per_compile(monkeypatch, 
     assert inspected and len(inspected) == len(set(inspected))     # each implementation once
     with pytest.raises(NotImplementedError):     # outside a compile numba's lookup, as before
         compiled.targetctx.get_function("__array__", numba.core.typing.signature(numba.float64[:], numba.float64[:]))
+
+
+def test_an_llvm_types_size_is_worked_out_once_and_as_llvmlite_does(monkeypatch, tmp_path):
+    """llvmlite parses a module to size an LLVM type, and numba's lowering sizes each user
+    variable's stack slot: each type is sized once, and its size is llvmlite's."""
+    from llvmlite import ir
+    from numba.core.registry import cpu_target
+    monkeypatch.setattr(numba.config, "CACHE_DIR", str(tmp_path))
+    context = cpu_target.target_context
+    monkeypatch.setattr(context, "abi_sizes", {}, raising=False)    # as in a fresh process
+    sized = []
+    llvmlites = ir.Type.get_abi_size
+
+    def get_abi_size(self, target_data, context=None):
+        sized.append((str(self), llvmlites(self, target_data, context)))
+        return sized[-1][1]
+    monkeypatch.setattr(ir.Type, "get_abi_size", get_abi_size)
+    compiled = kernel()(_many_reads)
+    a, b = np.arange(1.0, 6.0), np.linspace(-1.0, 2.0, 5)
+    assert compiled(a, b) == _many_reads(a, b)
+    texts = [text for text, _ in sized]
+    assert texts and len(texts) == len(set(texts))
+    assert context.abi_sizes == dict(sized)
+    pair = ir.LiteralStructType([ir.IntType(8), ir.DoubleType()])     # a new type: sized once
+    assert context.get_abi_sizeof(pair) == context.get_abi_sizeof(ir.LiteralStructType([ir.IntType(8), ir.DoubleType()])) == 16
+    assert texts + ["{i8, double}"] == [text for text, _ in sized]
