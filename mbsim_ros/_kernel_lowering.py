@@ -101,11 +101,11 @@ def lowering_pass():
 
 
 def install_lowering_lookups():
-    """Lookups numba repeats while lowering, remembered (~4 CPU s of a cold compile of the
-    bundled world). An LLVM type's size, for good: llvmlite makes and parses a module of one
-    global to find it, and numba's lowering asks for the size of each user variable's stack slot
-    (for debug info, which is off), ~2 CPU s. The others in the compile's memo (_kernel_memo)
-    while a kernel compiles:
+    """Lookups numba repeats while lowering, remembered. An LLVM type's size, for good (per
+    target context, whose data layout is fixed): llvmlite makes and parses a module of one global
+    to find it, and numba's lowering asks for the size of each user variable's stack slot, for
+    debug info that is off (2.5 % of the samples of a cold compile of the bundled world). The
+    others in the compile's memo (_kernel_memo) while a kernel compiles (~2 CPU s):
     - each use of an array's fields (`a[i]`, `a.shape`...) asks the target context for the
       type's `__array__` lowering (what makes an array of a wrapper type), which plain arrays
       lack: the lookup failed, made the context reload its registries and failed again, ~3600

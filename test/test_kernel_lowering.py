@@ -177,6 +177,7 @@ def test_an_llvm_types_size_is_worked_out_once_and_as_llvmlite_does(monkeypatch,
     texts = [text for text, _ in sized]
     assert texts and len(texts) == len(set(texts))
     assert context.abi_sizes == dict(sized)
-    pair = ir.LiteralStructType([ir.IntType(8), ir.DoubleType()])     # a new type: sized once
-    assert context.get_abi_sizeof(pair) == context.get_abi_sizeof(ir.LiteralStructType([ir.IntType(8), ir.DoubleType()])) == 16
+    def pair():                   # a new type each call, of the same text: sized once
+        return ir.LiteralStructType([ir.IntType(8), ir.DoubleType()])
+    assert context.get_abi_sizeof(pair()) == context.get_abi_sizeof(pair()) == 16
     assert texts + ["{i8, double}"] == [text for text, _ in sized]
