@@ -101,11 +101,12 @@ def lowering_pass():
 
 
 def install_lowering_lookups():
-    """Lookups numba repeats while lowering, remembered. An LLVM type's size, for good (per
-    target context, whose data layout is fixed): llvmlite makes and parses a module of one global
-    to find it, and numba's lowering asks for the size of each user variable's stack slot, for
-    debug info that is off (2.5 % of the samples of a cold compile of the bundled world). The
-    others in the compile's memo (_kernel_memo) while a kernel compiles (~2 CPU s):
+    """Lookups numba repeats while lowering, remembered.
+    - an LLVM type's size, for good (per target context, whose data layout is fixed): llvmlite
+      makes and parses a module of one global to find it, and numba's lowering asks for the size
+      of each user variable's stack slot, for debug info that is off (3.3 % of the samples of a
+      cold compile of the bundled world, 0.8 % with this).
+    The others in the compile's memo (_kernel_memo) while a kernel compiles (~2 CPU s):
     - each use of an array's fields (`a[i]`, `a.shape`...) asks the target context for the
       type's `__array__` lowering (what makes an array of a wrapper type), which plain arrays
       lack: the lookup failed, made the context reload its registries and failed again, ~3600
@@ -140,6 +141,7 @@ def install_lowering_lookups():
             if known is not None:
                 known["takes loc", fn] = answer
             return answer
+
         numbas_get_abi_sizeof = base.BaseContext.get_abi_sizeof
 
         def get_abi_sizeof(self, ty):
